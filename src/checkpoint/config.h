@@ -1,0 +1,84 @@
+// Typed view of config.json for the Llama family of decoder-only models
+// (llama, mistral, qwen2, phi3), with the defaults transformers applies when a
+// key is absent. The raw JSON stays available on the Checkpoint; this struct
+// holds what the shared decoder builder needs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace hf2pte {
+
+class Checkpoint;
+
+/// Which attention a decoder layer uses (transformers' `layer_types`).
+enum class AttentionKind : uint8_t {
+  kFull,     ///< "full_attention": causal over the whole context
+  kSliding,  ///< "sliding_attention": query i sees key j iff 0 <= i - j < sliding_window
+};
+
+/// Hyper-parameters of a Llama-family checkpoint, defaults applied.
+struct LlamaFamilyConfig {
+  std::string model_type;  ///< as written; the builder decides whether it is supported
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;  ///< config value, else hidden_size / num_attention_heads
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 0;
+  double rope_theta = 0;  ///< "rope_theta", or rope_parameters.rope_theta (transformers 5.x)
+  /// Fraction of head_dim that is rotated (Phi-3 family; 1.0 elsewhere).
+  double partial_rotary_factor = 1.0;
+  bool tie_word_embeddings = false;
+  /// The config key `attention_bias` (Llama: biases on q, k, v and o). Qwen2's
+  /// q/k/v biases are not a config key (modeling_qwen2 hard-codes them), so
+  /// they belong to the architecture's traits, not here.
+  bool attention_bias = false;
+  bool mlp_bias = false;  ///< the config key `mlp_bias` (Llama only)
+  std::string hidden_act;
+  /// The window of sliding layers, or nullopt when no layer slides.
+  std::optional<int64_t> sliding_window;
+  /// One entry per layer (size num_hidden_layers).
+  std::vector<AttentionKind> layer_types;
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;  ///< from an int or a list; empty when none
+  std::optional<int64_t> pad_token_id;
+  /// Phi-3's "original_max_position_embeddings" (used by longrope); nullopt elsewhere.
+  std::optional<int64_t> original_max_position_embeddings;
+  std::string torch_dtype;  ///< "torch_dtype" or (transformers 5.x) "dtype"; "" when absent
+  /// RoPE scaling as written ("rope_scaling", or 5.x "rope_parameters"); null
+  /// when absent, null, or plain RoPE ({"rope_type": "default"} plus rope_theta
+  /// / partial_rotary_factor only). Anything else is kept verbatim: the
+  /// builder decides which scalings it supports.
+  nlohmann::json rope_scaling;
+};
+
+/// Parses `config` (config.json's content). `where` is its path, used in
+/// errors ("config.json: missing required field 'hidden_size' (DIR/config.json)").
+/// Required: model_type, hidden_size, intermediate_size, num_hidden_layers,
+/// num_attention_heads, vocab_size. Other keys take the defaults of the
+/// model_type's transformers config class (see config.cpp for the table and
+/// sources); an unknown model_type takes LlamaConfig's defaults, and rejecting
+/// it is the caller's job. All errors are kInvalidInput.
+Result<LlamaFamilyConfig> parse_llama_family_config(const nlohmann::json& config, const std::string& where);
+
+/// Same, reading the Checkpoint's config.json.
+Result<LlamaFamilyConfig> parse_llama_family_config(const Checkpoint& checkpoint);
+
+/// True for the model_types whose defaults the table knows (llama, mistral, qwen2, phi3).
+bool is_llama_family_model_type(std::string_view model_type);
+
+/// "full_attention" / "sliding_attention".
+std::string_view attention_kind_name(AttentionKind kind);
+
+}  // namespace hf2pte

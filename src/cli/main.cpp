@@ -1,0 +1,315 @@
+// hf2pte command line: export | run | inspect | generate. Each command is a
+// thin layer over a library API; errors are printed as one line
+// "hf2pte: error: <what> (<where>)" with exit code 2 (bad input) or 1 (ours).
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "checkpoint/npy.h"
+#include "export/exporter.h"
+#include "kernels/portable/kernels.h"
+#include "llm/generator.h"
+#include "pte/inspect.h"
+#include "pte/pte_file.h"
+#include "runtime/program.h"
+
+namespace hf2pte {
+namespace {
+
+int fail(const Status& st) {
+  std::fprintf(stderr, "hf2pte: error: %s\n", st.message().c_str());
+  return is_input_error(st.code()) ? 2 : 1;
+}
+
+double peak_rss_mib() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  return u == 0 ? fmt::format("{:.0f} {}", b, units[u]) : fmt::format("{:.1f} {}", b, units[u]);
+}
+
+// ---- export ----
+
+struct ExportArgs {
+  std::string model_dir, output;
+  std::string backend = "portable", dtype = "fp32", dump_graph;
+  int64_t max_seq_len = 0;
+  bool no_kv_cache = false, quiet = false, verbose = false;
+  bool alloc_input = true, alloc_output = true, alloc_buffers = true;
+  std::vector<std::string> dims;
+};
+
+Result<exp::DimBound> parse_dim(const std::string& spec, std::string* name) {
+  auto eq = spec.find('=');
+  auto colon = spec.find(':', eq == std::string::npos ? 0 : eq);
+  if (eq == std::string::npos || colon == std::string::npos || eq == 0) {
+    return make_error(ErrorCode::kInvalidArgument, "--dim expects NAME=MIN:MAX (MAX may be empty); got '{}'", spec);
+  }
+  *name = spec.substr(0, eq);
+  exp::DimBound b;
+  try {
+    b.min = std::stoll(spec.substr(eq + 1, colon - eq - 1));
+    if (colon + 1 < spec.size()) b.max = std::stoll(spec.substr(colon + 1));
+  } catch (...) {
+    return make_error(ErrorCode::kInvalidArgument, "--dim expects integers in NAME=MIN:MAX; got '{}'", spec);
+  }
+  return b;
+}
+
+int run_export(const ExportArgs& a) {
+  exp::ExportRequest req;
+  req.model_dir = a.model_dir;
+  req.output_path = a.output;
+  auto backend = exp::parse_backend(a.backend);
+  if (!backend) return fail(backend.status());
+  req.config.backend = *backend;
+  if (a.dtype == "fp32") req.config.dtype = ScalarType::kFloat;
+  else if (a.dtype == "fp16") req.config.dtype = ScalarType::kHalf;
+  else if (a.dtype == "bf16") req.config.dtype = ScalarType::kBFloat16;
+  else return fail(make_error(ErrorCode::kInvalidArgument, "unknown --dtype '{}'; expected fp32, fp16 or bf16", a.dtype));
+  if (a.no_kv_cache) return fail(make_error(ErrorCode::kNotSupported, "--no-kv-cache is not supported yet"));
+  if (a.max_seq_len != 0) req.config.max_seq_len = a.max_seq_len;
+  req.config.alloc_graph_input = a.alloc_input;
+  req.config.alloc_graph_output = a.alloc_output;
+  req.config.alloc_mutable_buffers = a.alloc_buffers;
+  if (!a.alloc_output || !a.alloc_buffers) {
+    // Our runtime (and upstream's Module) needs planned outputs and buffers for LLM programs.
+    return fail(make_error(ErrorCode::kNotSupported, "--alloc-graph-output=false and --alloc-mutable-buffers=false are not supported yet"));
+  }
+  for (const auto& d : a.dims) {
+    std::string name;
+    auto b = parse_dim(d, &name);
+    if (!b) return fail(b.status());
+    req.config.dims[name] = *b;
+  }
+  if (!a.dump_graph.empty() && a.dump_graph != "all") {
+    const auto& names = exp::pipeline_stage_names();
+    if (std::find(names.begin(), names.end(), a.dump_graph) == names.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      return fail(make_error(ErrorCode::kInvalidArgument, "unknown --dump-graph stage '{}'; expected all or one of: {}", a.dump_graph, list));
+    }
+  }
+  req.config.dump_graph_stage = a.dump_graph;
+  req.config.verbose = a.verbose;
+  req.on_text = [](const std::string& s) { std::fputs(s.c_str(), stdout); };
+  req.on_warning = [&](const std::string& s) {
+    if (!a.quiet) std::fprintf(stderr, "hf2pte: warning: %s\n", s.c_str());
+  };
+  // Progress only for humans: a terminal on stderr, and not --quiet.
+  const bool show_progress = !a.quiet && isatty(STDERR_FILENO);
+  auto t0 = std::chrono::steady_clock::now();
+  auto last = t0;
+  req.on_progress = [&](const exp::ExportProgress& p) {
+    if (!show_progress) return;
+    auto now = std::chrono::steady_clock::now();
+    double dt = std::chrono::duration<double>(now - t0).count();
+    if (p.stage == "write") {
+      if (now - last < std::chrono::milliseconds(100) && p.bytes_written < p.bytes_total) return;
+      last = now;
+      double rate = dt > 0 ? double(p.bytes_written) / dt : 0;
+      double eta = rate > 0 ? double(p.bytes_total - p.bytes_written) / rate : 0;
+      std::fprintf(stderr, "\r\033[K[write] %s / %s  %s/s  ETA %.0fs", human_bytes(double(p.bytes_written)).c_str(),
+                   human_bytes(double(p.bytes_total)).c_str(), human_bytes(rate).c_str(), eta);
+    } else {
+      std::fprintf(stderr, "\r\033[K[%s] %.1fs", p.stage.c_str(), dt);
+    }
+  };
+  auto s = exp::export_model(req);
+  if (show_progress) std::fputs("\r\033[K", stderr);
+  if (!s) return fail(s.status());
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!a.quiet) {
+    std::fprintf(stderr, "hf2pte: wrote %s: %s, %zu method (+%zu constant), %zu instructions, %zu ops, arena %s, %.2f s, peak RSS %s\n",
+                 a.output.c_str(), human_bytes(double(s->file_size)).c_str(), s->methods, s->constant_methods,
+                 s->instructions, s->operators, human_bytes(double(s->arena_bytes)).c_str(), secs,
+                 human_bytes(peak_rss_mib() * 1024 * 1024).c_str());
+  }
+  return 0;
+}
+
+// ---- run ----
+
+struct RunArgs {
+  std::string pte, method = "forward", output_dir;
+  std::vector<std::string> inputs;
+};
+
+int run_run(const RunArgs& a) {
+  auto program = rt::Program::load(a.pte);
+  if (!program) return fail(program.status());
+  auto method = (*program)->load_method(a.method, portable_registry());
+  if (!method) return fail(method.status());
+  auto& m = **method;
+  if (a.inputs.size() != m.num_inputs()) {
+    return fail(make_error(ErrorCode::kInvalidArgument, "method {} takes {} inputs; got {} --input files", a.method,
+                           m.num_inputs(), a.inputs.size()));
+  }
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    auto t = read_npy(a.inputs[i]);
+    if (!t) return fail(t.status());
+    if (auto st = m.set_input(i, *t); !st) return fail(st.with_context(a.inputs[i]));
+  }
+  if (auto st = m.execute(); !st) return fail(st);
+  std::error_code ec;
+  std::filesystem::create_directories(a.output_dir, ec);
+  if (ec) return fail(make_error(ErrorCode::kIoError, "cannot create output directory: {} ({})", ec.message(), a.output_dir));
+  for (size_t i = 0; i < m.num_outputs(); ++i) {
+    HostTensor out;
+    const auto& v = m.output(i);
+    if (v.is_tensor()) {
+      auto t = m.output_tensor(i);
+      if (!t) return fail(t.status());
+      out = std::move(*t);
+    } else if (v.is_int() || v.is_bool()) {
+      out = HostTensor::from(v.is_bool() ? ScalarType::kBool : ScalarType::kLong, {}, std::vector<int64_t>{v.i});
+      if (v.is_bool()) out.bytes.resize(1);
+    } else if (v.is_double()) {
+      out = HostTensor::from(ScalarType::kDouble, {}, std::vector<double>{v.d});
+    } else {
+      return fail(make_error(ErrorCode::kNotSupported, "output {} is a {} and cannot be written as .npy", i, rt::tag_name(v.tag)));
+    }
+    auto path = (std::filesystem::path(a.output_dir) / fmt::format("output_{}.npy", i)).string();
+    if (auto st = write_npy(path, out); !st) return fail(st);
+  }
+  return 0;
+}
+
+// ---- inspect ----
+
+int run_inspect(const std::string& path, bool json) {
+  auto f = pte::PteFile::open(path);
+  if (!f) return fail(f.status());
+  if (json) {
+    std::puts(pte::inspect_json(**f).dump(2).c_str());
+  } else {
+    std::fputs(pte::inspect_text(**f).c_str(), stdout);
+  }
+  return 0;
+}
+
+// ---- generate ----
+
+struct GenerateArgs {
+  std::string pte, prompt_ids;
+  int64_t max_new_tokens = 32;
+  bool print_ids = false;
+};
+
+int run_generate(const GenerateArgs& a) {
+  std::vector<int64_t> prompt;
+  try {
+    size_t pos = 0;
+    while (pos < a.prompt_ids.size()) {
+      size_t comma = a.prompt_ids.find(',', pos);
+      prompt.push_back(std::stoll(a.prompt_ids.substr(pos, comma - pos)));
+      pos = comma == std::string::npos ? a.prompt_ids.size() : comma + 1;
+    }
+  } catch (...) {
+    return fail(make_error(ErrorCode::kInvalidArgument, "--prompt-ids expects comma-separated integers; got '{}'", a.prompt_ids));
+  }
+  if (prompt.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "--prompt-ids is empty"));
+  auto program = rt::Program::load(a.pte);
+  if (!program) return fail(program.status());
+  auto gen = llm::TextGenerator::create(*program, portable_registry());
+  if (!gen) return fail(gen.status());
+  for (auto id : prompt) {
+    if (id < 0 || id >= (*gen)->vocab_size()) {
+      return fail(make_error(ErrorCode::kInvalidArgument, "prompt id {} is outside the vocabulary [0, {})", id, (*gen)->vocab_size()));
+    }
+  }
+  llm::GenerationConfig cfg;
+  cfg.max_new_tokens = a.max_new_tokens;
+  llm::GenerationStats stats;
+  // Text output comes with the tokenizer; until then ids are the output.
+  auto ids = (*gen)->generate(prompt, cfg, [](int64_t id) {
+    std::printf("%lld ", static_cast<long long>(id));
+    std::fflush(stdout);
+    return true;
+  }, &stats);
+  std::printf("\n");
+  if (!ids) return fail(ids.status());
+  std::fprintf(stderr, "prompt tokens %lld, prefill %.1f tok/s, generated tokens %lld, decode %.1f tok/s, time to first token %.3f s\n",
+               static_cast<long long>(stats.prompt_tokens), stats.prefill_seconds > 0 ? double(stats.prompt_tokens) / stats.prefill_seconds : 0.0,
+               static_cast<long long>(stats.generated_tokens),
+               stats.decode_seconds > 0 ? double(stats.generated_tokens - 1) / stats.decode_seconds : 0.0, stats.time_to_first_token);
+  return 0;
+}
+
+}  // namespace
+}  // namespace hf2pte
+
+int main(int argc, char** argv) {
+  using namespace hf2pte;
+  CLI::App app{"hf2pte: Hugging Face checkpoints to ExecuTorch programs, and a runtime for them"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "hf2pte " HF2PTE_VERSION);
+
+  ExportArgs ea;
+  auto* ex = app.add_subcommand("export", "export a checkpoint folder to a .pte file");
+  ex->add_option("model_dir", ea.model_dir, "Hugging Face checkpoint folder")->required();
+  ex->add_option("-o,--output", ea.output, "output .pte file")->required();
+  ex->add_option("--backend", ea.backend, "portable | xnnpack | cuda");
+  ex->add_option("--dtype", ea.dtype, "fp32 | fp16 | bf16");
+  ex->add_option("--max-seq-len", ea.max_seq_len, "maximum sequence length (KV cache size)");
+  ex->add_flag("--no-kv-cache", ea.no_kv_cache, "export without a KV cache");
+  ex->add_option("--alloc-graph-input", ea.alloc_input, "plan memory for inputs (true|false)");
+  ex->add_option("--alloc-graph-output", ea.alloc_output, "plan memory for outputs (true|false)");
+  ex->add_option("--alloc-mutable-buffers", ea.alloc_buffers, "plan memory for mutable buffers (true|false)");
+  ex->add_option("--dim", ea.dims, "dynamic dim bounds NAME=MIN:MAX (MAX may be empty)");
+  ex->add_option("--dump-graph", ea.dump_graph, "print the graph after STAGE (or all)");
+  ex->add_flag("--quiet", ea.quiet, "no progress, warnings or summary");
+  ex->add_flag("--verbose", ea.verbose, "print what every stage did");
+
+  RunArgs ra;
+  auto* run = app.add_subcommand("run", "execute a method on .npy inputs");
+  run->add_option("pte", ra.pte, ".pte file")->required();
+  run->add_option("--method", ra.method, "method name (default forward)");
+  run->add_option("--input", ra.inputs, "input .npy file, once per input in order");
+  run->add_option("--output-dir", ra.output_dir, "where output_<i>.npy are written")->required();
+
+  std::string inspect_path;
+  bool inspect_json = false;
+  auto* ins = app.add_subcommand("inspect", "show what a .pte file holds");
+  ins->add_option("pte", inspect_path, ".pte file")->required();
+  ins->add_flag("--json", inspect_json, "machine-readable output");
+
+  GenerateArgs ga;
+  auto* gen = app.add_subcommand("generate", "greedy generation from prompt ids");
+  gen->add_option("pte", ga.pte, ".pte file")->required();
+  gen->add_option("--prompt-ids", ga.prompt_ids, "comma-separated prompt token ids")->required();
+  gen->add_option("--max-new-tokens", ga.max_new_tokens, "tokens to generate (default 32)");
+  gen->add_flag("--print-ids", ga.print_ids, "print token ids (the default until tokenizers land)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "hf2pte: error: %s (command line)\n", e.what());
+    return 2;
+  }
+  if (*ex) return run_export(ea);
+  if (*run) return run_run(ra);
+  if (*ins) return run_inspect(inspect_path, inspect_json);
+  if (*gen) return run_generate(ga);
+  return 2;
+}

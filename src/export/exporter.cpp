@@ -1,0 +1,90 @@
+#include "export/exporter.h"
+
+#include <fmt/format.h>
+
+#include "checkpoint/checkpoint.h"
+#include "models/model_builder.h"
+
+namespace hf2pte::exp {
+
+namespace {
+
+Status apply_dim_overrides(graph::Program& p, const ExportConfig& c) {
+  for (const auto& [name, bound] : c.dims) {
+    bool found = false;
+    for (auto& g : p.methods) {
+      auto it = g.dims().find(name);
+      if (it == g.dims().end()) continue;
+      found = true;
+      int64_t max = bound.max.value_or(graph::DimRange::kUnbounded);
+      // The builder sized buffers (KV cache) for its own bound: a dim may shrink, never grow.
+      if (max != graph::DimRange::kUnbounded && max > it->second.max) {
+        return make_error(ErrorCode::kInvalidArgument, "--dim {}={}:{} exceeds the model's bound {}; raise --max-seq-len instead",
+                          name, bound.min, max, it->second.max);
+      }
+      if (bound.min < 1 || (max != graph::DimRange::kUnbounded && bound.min > max)) {
+        return make_error(ErrorCode::kInvalidArgument, "--dim {}: invalid range [{}, {}]", name, bound.min, max);
+      }
+      it->second = graph::DimRange{bound.min, std::min(max, it->second.max)};
+    }
+    if (!found) return make_error(ErrorCode::kInvalidArgument, "--dim {}: the model has no dim of that name", name);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ExportSummary> export_model(const ExportRequest& req) {
+  auto progress = [&](const ExportProgress& p) {
+    if (req.on_progress) req.on_progress(p);
+  };
+  progress({"build", 0, 0});
+  HF2PTE_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(req.model_dir));
+  models::BuildOptions bo;
+  bo.max_seq_len = req.config.max_seq_len;
+  bo.dtype = req.config.dtype;
+  bo.exporter_version = fmt::format("hf2pte {}", HF2PTE_VERSION);
+  HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, models::build_model(ckpt, bo));
+  for (const auto& w : built.warnings) if (req.on_warning) req.on_warning(w);
+  HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(built.program, req.config));
+
+  progress({"pipeline", 0, 0});
+  StageLog log;
+  PipelineHooks hooks;
+  const std::string& dump = req.config.dump_graph_stage;
+  hooks.after_stage = [&](std::string_view stage, const graph::Program& p, const StageLog& l) {
+    if (!req.on_text) return;
+    if (req.config.verbose && !l.notes.empty()) {
+      for (const auto& n : l.notes) req.on_text(fmt::format("[{}] {}\n", stage, n));
+      log.notes.clear();
+    }
+    if (dump == "all" || dump == stage) {
+      for (const auto& g : p.methods) req.on_text(fmt::format("// after stage {}\n{}", stage, g.to_string()));
+    }
+  };
+  HF2PTE_ASSIGN_OR_RETURN(pte::PteContents contents, run_pipeline(built.program, req.config, log, hooks));
+  for (const auto& w : log.warnings) if (req.on_warning) req.on_warning(w);
+
+  ExportSummary s;
+  s.model_type = built.model_type;
+  s.max_seq_len = built.max_seq_len;
+  for (const auto& ep : contents.program.execution_plan) {
+    if (ep->chains.empty() || ep->chains[0]->instructions.empty()) {
+      ++s.constant_methods;
+      continue;
+    }
+    ++s.methods;
+    s.operators += ep->operators.size();
+    for (const auto& ch : ep->chains) s.instructions += ch->instructions.size();
+    if (ep->non_const_buffer_sizes.size() > 1) s.arena_bytes += uint64_t(ep->non_const_buffer_sizes[1]);
+  }
+  for (const auto& b : contents.constants) s.constant_bytes += b.size;
+
+  pte::WriteOptions wo;
+  wo.on_progress = [&](const pte::WriteProgress& p) { progress({"write", p.bytes_written, p.bytes_total}); };
+  HF2PTE_ASSIGN_OR_RETURN(pte::WriteSummary ws, pte::write_pte(req.output_path, std::move(contents), wo));
+  s.file_size = ws.file_size;
+  return s;
+}
+
+}  // namespace hf2pte::exp

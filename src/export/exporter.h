@@ -1,0 +1,45 @@
+// export_model: checkpoint folder -> .pte file. The CLI's `export` command is a
+// thin layer over this.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "export/export_config.h"
+#include "export/pipeline.h"
+
+namespace hf2pte::exp {
+
+struct ExportProgress {
+  std::string stage;            ///< "build", "pipeline", "write"
+  uint64_t bytes_written = 0;   ///< during "write"
+  uint64_t bytes_total = 0;
+};
+
+struct ExportRequest {
+  std::string model_dir;
+  std::string output_path;
+  ExportConfig config;
+  std::function<void(const ExportProgress&)> on_progress;
+  /// Receives graph dumps (--dump-graph) and, with config.verbose, stage notes.
+  std::function<void(const std::string&)> on_text;
+  std::function<void(const std::string&)> on_warning;
+};
+
+struct ExportSummary {
+  uint64_t file_size = 0;
+  size_t methods = 0;           ///< executable methods
+  size_t constant_methods = 0;
+  size_t instructions = 0;
+  size_t operators = 0;         ///< distinct operators
+  uint64_t arena_bytes = 0;
+  uint64_t constant_bytes = 0;
+  std::string model_type;
+  int64_t max_seq_len = 0;
+};
+
+Result<ExportSummary> export_model(const ExportRequest& request);
+
+}  // namespace hf2pte::exp

@@ -1,0 +1,358 @@
+// Shape functions, one per op, registered through the ops.def X-macro so an op
+// cannot exist without one.
+#include "graph/shapes.h"
+
+#include <array>
+
+#include <fmt/format.h>
+
+namespace hf2pte::graph {
+
+namespace {
+
+using Outs = Result<std::vector<OutputType>>;
+using Args = std::vector<Arg>;
+
+std::string shape_str(const std::vector<SymInt>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + s[i].str();
+  return r + "]";
+}
+
+Result<const TensorType*> tensor_arg(const Graph& g, const Args& args, size_t i, const char* name) {
+  const auto* id = i < args.size() ? std::get_if<ValueId>(&args[i]) : nullptr;
+  if (id == nullptr) return make_error(ErrorCode::kInternal, "argument '{}' must be a tensor", name);
+  if (g.value(*id).role == ValueRole::kSymInt) {
+    return make_error(ErrorCode::kInternal, "argument '{}' must be a tensor, got an integer value", name);
+  }
+  return &g.type(*id);
+}
+
+Result<SymInt> int_arg(const Args& args, size_t i, const char* name) {
+  if (i < args.size()) {
+    if (const auto* v = std::get_if<int64_t>(&args[i])) return SymInt(*v);
+    if (const auto* s = std::get_if<SymInt>(&args[i])) return *s;
+  }
+  return make_error(ErrorCode::kInternal, "argument '{}' must be an integer", name);
+}
+
+Result<int64_t> const_int_arg(const Args& args, size_t i, const char* name) {
+  HF2PTE_ASSIGN_OR_RETURN(SymInt s, int_arg(args, i, name));
+  if (!s.is_constant()) return make_error(ErrorCode::kInternal, "argument '{}' must be a constant integer", name);
+  return s.constant_value();
+}
+
+Result<IntList> int_list_arg(const Args& args, size_t i, const char* name) {
+  if (i < args.size()) {
+    if (const auto* l = std::get_if<IntList>(&args[i])) return *l;
+  }
+  return make_error(ErrorCode::kInternal, "argument '{}' must be an int list", name);
+}
+
+ScalarType promote(ScalarType a, ScalarType b) {
+  if (a == b) return a;
+  if (is_floating(a) && !is_floating(b)) return a;
+  if (is_floating(b) && !is_floating(a)) return b;
+  if (a == ScalarType::kBool) return b;
+  if (b == ScalarType::kBool) return a;
+  return element_size(a) >= element_size(b) ? a : b;
+}
+
+TensorType like(const TensorType& t, std::vector<SymInt> sizes, ScalarType dtype) {
+  TensorType r;
+  r.dtype = dtype;
+  r.sizes = std::move(sizes);
+  return r;
+}
+
+Outs one(TensorType t) { return std::vector<OutputType>{std::move(t)}; }
+
+// ---- families ----
+
+Outs binary(const Graph& g, const Args& a, bool to_bool, bool to_float) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto y, tensor_arg(g, a, 1, "other"));
+  HF2PTE_ASSIGN_OR_RETURN(auto sizes, broadcast_shapes(x->sizes, y->sizes));
+  ScalarType dt = promote(x->dtype, y->dtype);
+  if (to_float && !is_floating(dt)) dt = ScalarType::kFloat;
+  if (to_bool) dt = ScalarType::kBool;
+  return one(like(*x, std::move(sizes), dt));
+}
+
+Outs unary(const Graph& g, const Args& a, bool to_float) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  ScalarType dt = x->dtype;
+  if (to_float && !is_floating(dt)) dt = ScalarType::kFloat;
+  return one(like(*x, x->sizes, dt));
+}
+
+Outs same_as_first(const Graph& g, const Args& a) { return unary(g, a, false); }
+
+}  // namespace
+
+Result<std::vector<SymInt>> broadcast_shapes(const std::vector<SymInt>& a, const std::vector<SymInt>& b) {
+  size_t n = std::max(a.size(), b.size());
+  std::vector<SymInt> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SymInt* x = i < n - a.size() ? nullptr : &a[i - (n - a.size())];
+    const SymInt* y = i < n - b.size() ? nullptr : &b[i - (n - b.size())];
+    if (x == nullptr || (x->is_constant() && x->constant_value() == 1)) {
+      out[i] = y ? *y : SymInt(1);
+    } else if (y == nullptr || (y->is_constant() && y->constant_value() == 1) || *x == *y) {
+      out[i] = *x;
+    } else {
+      return make_error(ErrorCode::kInternal, "shapes {} and {} cannot be broadcast", shape_str(a), shape_str(b));
+    }
+  }
+  return out;
+}
+
+Result<int> normalize_dim(int64_t dim, int rank) {
+  int64_t r = std::max(rank, 1);
+  if (dim < -r || dim >= r) {
+    return make_error(ErrorCode::kInternal, "dim {} out of range for rank {}", dim, rank);
+  }
+  return int(dim < 0 ? dim + r : dim);
+}
+
+namespace shapes {
+
+Outs AddOut(const Graph& g, const Args& a) { return binary(g, a, false, false); }
+Outs SubOut(const Graph& g, const Args& a) { return binary(g, a, false, false); }
+Outs MulOut(const Graph& g, const Args& a) { return binary(g, a, false, false); }
+Outs DivOut(const Graph& g, const Args& a) { return binary(g, a, false, true); }
+Outs LeTensorOut(const Graph& g, const Args& a) { return binary(g, a, true, false); }
+Outs AddScalarOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
+Outs MulScalarOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
+Outs NegOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
+Outs RsqrtOut(const Graph& g, const Args& a) { return unary(g, a, true); }
+Outs SigmoidOut(const Graph& g, const Args& a) { return unary(g, a, true); }
+Outs PowTensorScalarOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
+Outs CloneOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
+Outs ToDimOrderCopyOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
+Outs SoftmaxOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
+Outs Silu(const Graph& g, const Args& a) { return same_as_first(g, a); }
+Outs RmsNorm(const Graph& g, const Args& a) { return same_as_first(g, a); }
+
+Outs WhereSelfOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto c, tensor_arg(g, a, 0, "condition"));
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 1, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto y, tensor_arg(g, a, 2, "other"));
+  HF2PTE_ASSIGN_OR_RETURN(auto xy, broadcast_shapes(x->sizes, y->sizes));
+  HF2PTE_ASSIGN_OR_RETURN(auto sizes, broadcast_shapes(c->sizes, xy));
+  return one(like(*x, std::move(sizes), promote(x->dtype, y->dtype)));
+}
+
+Outs MaskedFillScalarOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
+
+Outs MeanOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  bool keepdim = std::get_if<bool>(&a[2]) ? std::get<bool>(a[2]) : false;
+  std::vector<bool> reduce(size_t(x->rank()), std::holds_alternative<None>(a[1]));
+  if (const auto* dims = std::get_if<IntList>(&a[1])) {
+    if (dims->empty()) reduce.assign(reduce.size(), true);
+    for (const auto& d : *dims) {
+      if (!d.is_constant()) return make_error(ErrorCode::kInternal, "mean: dims must be constant");
+      HF2PTE_ASSIGN_OR_RETURN(int nd, normalize_dim(d.constant_value(), x->rank()));
+      reduce[size_t(nd)] = true;
+    }
+  }
+  std::vector<SymInt> sizes;
+  for (int i = 0; i < x->rank(); ++i) {
+    if (!reduce[size_t(i)]) sizes.push_back(x->sizes[size_t(i)]);
+    else if (keepdim) sizes.emplace_back(1);
+  }
+  return one(like(*x, std::move(sizes), x->dtype));
+}
+
+Outs MmOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto y, tensor_arg(g, a, 1, "mat2"));
+  if (x->rank() != 2 || y->rank() != 2 || !(x->sizes[1] == y->sizes[0])) {
+    return make_error(ErrorCode::kInternal, "mm: shapes {} and {} cannot be multiplied", shape_str(x->sizes),
+                      shape_str(y->sizes));
+  }
+  return one(like(*x, {x->sizes[0], y->sizes[1]}, x->dtype));
+}
+
+Outs BmmOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto y, tensor_arg(g, a, 1, "mat2"));
+  if (x->rank() != 3 || y->rank() != 3 || !(x->sizes[2] == y->sizes[1]) || !(x->sizes[0] == y->sizes[0])) {
+    return make_error(ErrorCode::kInternal, "bmm: shapes {} and {} cannot be multiplied", shape_str(x->sizes),
+                      shape_str(y->sizes));
+  }
+  return one(like(*x, {x->sizes[0], x->sizes[1], y->sizes[2]}, x->dtype));
+}
+
+Outs AddmmOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto bias, tensor_arg(g, a, 0, "self"));
+  Args mm_args{a[1], a[2]};
+  HF2PTE_ASSIGN_OR_RETURN(auto outs, MmOut(g, mm_args));
+  const auto& t = std::get<TensorType>(outs[0]);
+  HF2PTE_RETURN_IF_ERROR(broadcast_shapes(t.sizes, bias->sizes).status());
+  return outs;
+}
+
+Outs EmbeddingOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto w, tensor_arg(g, a, 0, "weight"));
+  HF2PTE_ASSIGN_OR_RETURN(auto idx, tensor_arg(g, a, 1, "indices"));
+  if (w->rank() != 2) return make_error(ErrorCode::kInternal, "embedding: weight must be 2-D");
+  auto sizes = idx->sizes;
+  sizes.push_back(w->sizes[1]);
+  return one(like(*w, std::move(sizes), w->dtype));
+}
+
+Outs IndexSelectOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dim, const_int_arg(a, 1, "dim"));
+  HF2PTE_ASSIGN_OR_RETURN(auto idx, tensor_arg(g, a, 2, "index"));
+  HF2PTE_ASSIGN_OR_RETURN(int d, normalize_dim(dim, x->rank()));
+  if (idx->rank() > 1) return make_error(ErrorCode::kInternal, "index_select: index must be 0-D or 1-D");
+  auto sizes = x->sizes;
+  sizes[size_t(d)] = idx->rank() == 0 ? SymInt(1) : idx->sizes[0];
+  return one(like(*x, std::move(sizes), x->dtype));
+}
+
+Outs IndexPut_(const Graph& g, const Args& a) {
+  HF2PTE_RETURN_IF_ERROR(tensor_arg(g, a, 0, "self").status());
+  HF2PTE_RETURN_IF_ERROR(tensor_arg(g, a, 2, "values").status());
+  return std::vector<OutputType>{};  // in place: the result is `self`
+}
+
+Outs ViewCopyOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto sizes, int_list_arg(a, 1, "size"));
+  SymInt n_in = 1, n_out = 1;
+  for (const auto& s : x->sizes) n_in = n_in * s;
+  for (const auto& s : sizes) n_out = n_out * s;
+  // Products are compared only when both are fully constant; symbolic views are
+  // checked at runtime by the kernel (numel must match).
+  if (n_in.is_constant() && n_out.is_constant() && !(n_in == n_out)) {
+    return make_error(ErrorCode::kInternal, "view: cannot view {} as {}", shape_str(x->sizes), shape_str(sizes));
+  }
+  return one(like(*x, std::move(sizes), x->dtype));
+}
+
+Outs PermuteCopyOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto dims, int_list_arg(a, 1, "dims"));
+  if (int(dims.size()) != x->rank()) return make_error(ErrorCode::kInternal, "permute: wrong number of dims");
+  std::vector<SymInt> sizes;
+  std::vector<bool> seen(dims.size(), false);
+  for (const auto& d : dims) {
+    if (!d.is_constant()) return make_error(ErrorCode::kInternal, "permute: dims must be constant");
+    HF2PTE_ASSIGN_OR_RETURN(int nd, normalize_dim(d.constant_value(), x->rank()));
+    if (seen[size_t(nd)]) return make_error(ErrorCode::kInternal, "permute: repeated dim {}", nd);
+    seen[size_t(nd)] = true;
+    sizes.push_back(x->sizes[size_t(nd)]);
+  }
+  return one(like(*x, std::move(sizes), x->dtype));
+}
+
+Outs SliceCopyTensorOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dim, const_int_arg(a, 1, "dim"));
+  HF2PTE_ASSIGN_OR_RETURN(int d, normalize_dim(dim, x->rank()));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t step, const_int_arg(a, 4, "step"));
+  if (step < 1) return make_error(ErrorCode::kInternal, "slice: step must be positive");
+  const SymInt& size = x->sizes[size_t(d)];
+  SymInt start = 0, end = size;
+  if (!std::holds_alternative<None>(a[2])) { HF2PTE_ASSIGN_OR_RETURN(start, int_arg(a, 2, "start")); }
+  if (!std::holds_alternative<None>(a[3])) { HF2PTE_ASSIGN_OR_RETURN(end, int_arg(a, 3, "end")); }
+  // Constant bounds are normalised and clamped as torch does; symbolic ones are
+  // taken to be in range (node fixes rewrite negative symbolic starts).
+  if (size.is_constant()) {
+    int64_t n = size.constant_value();
+    auto clamp = [n](const SymInt& v) -> SymInt {
+      if (!v.is_constant()) return v;
+      int64_t c = v.constant_value();
+      if (c < 0) c += n;
+      return std::clamp<int64_t>(c, 0, n);
+    };
+    start = clamp(start);
+    end = clamp(end);
+  } else {
+    if (start.is_constant() && start.constant_value() < 0) start = size + start;
+    if (end.is_constant() && end.constant_value() < 0) end = size + end;
+    if (end.is_constant() && end.constant_value() >= INT64_MAX / 2) end = size;
+  }
+  SymInt len = ceildiv(end - start, SymInt(step));
+  if (len.is_constant() && len.constant_value() < 0) len = 0;
+  auto sizes = x->sizes;
+  sizes[size_t(d)] = len;
+  return one(like(*x, std::move(sizes), x->dtype));
+}
+
+Outs CatOut(const Graph& g, const Args& a) {
+  const auto* list = std::get_if<TensorList>(&a[0]);
+  if (list == nullptr || list->empty()) return make_error(ErrorCode::kInternal, "cat: needs a non-empty tensor list");
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dim, const_int_arg(a, 1, "dim"));
+  const TensorType& first = g.type((*list)[0]);
+  HF2PTE_ASSIGN_OR_RETURN(int d, normalize_dim(dim, first.rank()));
+  auto sizes = first.sizes;
+  for (size_t i = 1; i < list->size(); ++i) {
+    const TensorType& t = g.type((*list)[i]);
+    if (t.rank() != first.rank()) return make_error(ErrorCode::kInternal, "cat: rank mismatch");
+    sizes[size_t(d)] = sizes[size_t(d)] + t.sizes[size_t(d)];
+  }
+  return one(like(first, std::move(sizes), first.dtype));
+}
+
+Outs SymSizeInt(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dim, const_int_arg(a, 1, "dim"));
+  HF2PTE_ASSIGN_OR_RETURN(int d, normalize_dim(dim, x->rank()));
+  return std::vector<OutputType>{x->sizes[size_t(d)]};
+}
+
+Outs prim(const Args& a, SymInt (*f)(const SymInt&, const SymInt&)) {
+  HF2PTE_ASSIGN_OR_RETURN(SymInt x, int_arg(a, 0, "a"));
+  HF2PTE_ASSIGN_OR_RETURN(SymInt y, int_arg(a, 1, "b"));
+  return std::vector<OutputType>{f(x, y)};
+}
+Outs PrimAddScalar(const Graph&, const Args& a) { return prim(a, [](const SymInt& x, const SymInt& y) { return x + y; }); }
+Outs PrimSubScalar(const Graph&, const Args& a) { return prim(a, [](const SymInt& x, const SymInt& y) { return x - y; }); }
+Outs PrimMulScalar(const Graph&, const Args& a) { return prim(a, [](const SymInt& x, const SymInt& y) { return x * y; }); }
+Outs PrimFloordivScalar(const Graph&, const Args& a) { return prim(a, [](const SymInt& x, const SymInt& y) { return floordiv(x, y); }); }
+
+Outs Linear(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "input"));
+  HF2PTE_ASSIGN_OR_RETURN(auto w, tensor_arg(g, a, 1, "weight"));
+  if (w->rank() != 2 || x->rank() < 1 || !(x->sizes.back() == w->sizes[1])) {
+    return make_error(ErrorCode::kInternal, "linear: input {} does not match weight {}", shape_str(x->sizes),
+                      shape_str(w->sizes));
+  }
+  auto sizes = x->sizes;
+  sizes.back() = w->sizes[0];
+  return one(like(*x, std::move(sizes), x->dtype));
+}
+
+Outs ScaledDotProductAttention(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto q, tensor_arg(g, a, 0, "query"));
+  HF2PTE_ASSIGN_OR_RETURN(auto k, tensor_arg(g, a, 1, "key"));
+  HF2PTE_ASSIGN_OR_RETURN(auto v, tensor_arg(g, a, 2, "value"));
+  if (q->rank() < 2 || k->rank() != q->rank() || v->rank() != q->rank() || !(q->sizes.back() == k->sizes.back())) {
+    return make_error(ErrorCode::kInternal, "sdpa: query {}, key {}, value {} do not match", shape_str(q->sizes),
+                      shape_str(k->sizes), shape_str(v->sizes));
+  }
+  auto sizes = q->sizes;
+  sizes.back() = v->sizes.back();
+  return one(like(*q, std::move(sizes), q->dtype));
+}
+
+}  // namespace shapes
+
+Result<std::vector<OutputType>> infer_outputs(const Graph& g, OpId op, const std::vector<Arg>& args) {
+  using Fn = Outs (*)(const Graph&, const Args&);
+  static constexpr std::array<Fn, size_t(OpId::kCount)> kShapeFns = {{
+#define HF2PTE_KERNEL_OP(id, name, overload, schema) &shapes::id,
+#define HF2PTE_GRAPH_OP(id, name, overload, schema) &shapes::id,
+#include "ops/ops.def"
+#undef HF2PTE_KERNEL_OP
+#undef HF2PTE_GRAPH_OP
+  }};
+  return kShapeFns[size_t(op)](g, args);
+}
+
+}  // namespace hf2pte::graph

@@ -1,0 +1,102 @@
+#include "llm/generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace hf2pte::llm {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// All Int outputs of a constant method (empty when the method is absent).
+Result<std::vector<int64_t>> int_outputs(const rt::Program& program, const rt::KernelRegistry& registry,
+                                         const std::string& name) {
+  auto names = program.method_names();
+  if (std::find(names.begin(), names.end(), name) == names.end()) return std::vector<int64_t>{};
+  HF2PTE_ASSIGN_OR_RETURN(auto m, program.load_method(name, registry));
+  HF2PTE_RETURN_IF_ERROR(m->execute());
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < m->num_outputs(); ++i) {
+    const auto& v = m->output(i);
+    if (v.is_int()) out.push_back(v.i);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TextGenerator>> TextGenerator::create(std::shared_ptr<rt::Program> program,
+                                                             const rt::KernelRegistry& registry) {
+  auto gen = std::unique_ptr<TextGenerator>(new TextGenerator());
+  gen->program_ = program;
+  HF2PTE_ASSIGN_OR_RETURN(gen->forward_, program->load_method("forward", registry));
+  HF2PTE_ASSIGN_OR_RETURN(auto max_len, int_outputs(*program, registry, "get_max_seq_len"));
+  HF2PTE_ASSIGN_OR_RETURN(auto vocab, int_outputs(*program, registry, "get_vocab_size"));
+  HF2PTE_ASSIGN_OR_RETURN(gen->eos_ids_, int_outputs(*program, registry, "get_eos_ids"));
+  if (max_len.empty()) {
+    // Programs without metadata: the planned bound of input_ids' sequence dim.
+    auto meta = gen->forward_->input_meta(0);
+    if (meta.sizes.size() == 2) max_len.push_back(meta.sizes[1]);
+  }
+  HF2PTE_CHECK_OR_RETURN(!max_len.empty(), kInvalidProgram, "program has no get_max_seq_len and no [1, S] input_ids");
+  gen->max_seq_len_ = max_len[0];
+  auto out_meta = gen->forward_->output_meta(0);
+  gen->vocab_size_ = !vocab.empty() ? vocab[0] : (out_meta.sizes.empty() ? 0 : out_meta.sizes.back());
+  return gen;
+}
+
+Result<std::vector<float>> TextGenerator::forward(const std::vector<int64_t>& ids, int64_t start) {
+  int64_t n = int64_t(ids.size());
+  HF2PTE_CHECK_OR_RETURN(n >= 1, kInvalidArgument, "no tokens to run");
+  HF2PTE_CHECK_OR_RETURN(start + n <= max_seq_len_, kOutOfRange,
+                         "sequence of {} tokens exceeds the program's maximum length {}", start + n, max_seq_len_);
+  std::vector<int64_t> pos(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = start + i;
+  HF2PTE_RETURN_IF_ERROR(forward_->set_input(0, HostTensor::from(ScalarType::kLong, {1, n}, ids)));
+  HF2PTE_RETURN_IF_ERROR(forward_->set_input(1, HostTensor::from(ScalarType::kLong, {n}, pos)));
+  HF2PTE_RETURN_IF_ERROR(forward_->execute());
+  HF2PTE_ASSIGN_OR_RETURN(HostTensor logits, forward_->output_tensor(0));
+  HF2PTE_CHECK_OR_RETURN(logits.dtype == ScalarType::kFloat && logits.numel() == n * vocab_size_, kInvalidProgram,
+                         "forward returned logits of {} values; expected {} x {} float32", logits.numel(), n, vocab_size_);
+  std::vector<float> out(size_t(logits.numel()));
+  std::memcpy(out.data(), logits.bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+Result<std::vector<int64_t>> TextGenerator::generate(const std::vector<int64_t>& prompt, const GenerationConfig& config,
+                                                     const std::function<bool(int64_t)>& on_token,
+                                                     GenerationStats* stats) {
+  GenerationStats st;
+  st.prompt_tokens = int64_t(prompt.size());
+  auto t0 = std::chrono::steady_clock::now();
+  auto argmax_row = [&](const std::vector<float>& logits, int64_t row) {
+    const float* r = logits.data() + row * vocab_size_;
+    return int64_t(std::max_element(r, r + vocab_size_) - r);
+  };
+  HF2PTE_ASSIGN_OR_RETURN(auto logits, forward(prompt, 0));
+  st.prefill_seconds = seconds_since(t0);
+  std::vector<int64_t> out;
+  int64_t next = argmax_row(logits, int64_t(prompt.size()) - 1);
+  int64_t pos = int64_t(prompt.size());
+  auto t1 = std::chrono::steady_clock::now();
+  while (int64_t(out.size()) < config.max_new_tokens) {
+    out.push_back(next);
+    if (out.size() == 1) st.time_to_first_token = seconds_since(t0);
+    if (on_token && !on_token(next)) break;
+    bool eos = std::find(eos_ids_.begin(), eos_ids_.end(), next) != eos_ids_.end();
+    if ((config.stop_at_eos && eos) || int64_t(out.size()) >= config.max_new_tokens || pos >= max_seq_len_) break;
+    HF2PTE_ASSIGN_OR_RETURN(logits, forward({next}, pos));
+    ++pos;
+    next = argmax_row(logits, 0);
+  }
+  st.decode_seconds = seconds_since(t1);
+  st.generated_tokens = int64_t(out.size());
+  if (stats) *stats = st;
+  return out;
+}
+
+}  // namespace hf2pte::llm

@@ -1,0 +1,33 @@
+// Entry point of the models layer: checkpoint folder -> graph::Program that
+// follows the ExecuTorch LLM program contract (docs/llm-contract.md).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "graph/graph.h"
+
+namespace hf2pte::models {
+
+struct BuildOptions {
+  /// Maximum sequence (= KV cache) length; default min(max_position_embeddings, 2048).
+  std::optional<int64_t> max_seq_len;
+  ScalarType dtype = ScalarType::kFloat;
+  std::string exporter_version = "hf2pte";
+};
+
+struct BuiltModel {
+  graph::Program program;
+  std::string model_type;
+  std::string architecture;
+  int64_t max_seq_len = 0;
+  std::vector<std::string> warnings;
+};
+
+/// Builds the program for the checkpoint's model_type (error lists the supported
+/// types), then checks that every checkpoint tensor was consumed or ignored.
+Result<BuiltModel> build_model(Checkpoint& ckpt, const BuildOptions& options);
+
+}  // namespace hf2pte::models

@@ -1,0 +1,65 @@
+// Program -> Method: the public runtime API (mirrors ExecuTorch's
+// Program::load / Method::init / execute).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/host_tensor.h"
+#include "core/status.h"
+#include "runtime/evalue.h"
+#include "runtime/kernel.h"
+
+namespace hf2pte::pte {
+class PteFile;
+}
+
+namespace hf2pte::rt {
+
+class Method;
+
+/// Shape/dtype of one method input or output, as planned in the file.
+struct ValueMeta {
+  Tag tag = Tag::kNone;
+  ScalarType dtype = ScalarType::kFloat;  ///< tensors only
+  std::vector<int64_t> sizes;             ///< planned (upper-bound) sizes
+  ShapeDynamism dynamism = ShapeDynamism::kStatic;
+};
+
+class Program {
+ public:
+  /// Opens and verifies a .pte file.
+  static Result<std::shared_ptr<Program>> load(const std::string& path);
+  static Result<std::shared_ptr<Program>> from_file(std::shared_ptr<pte::PteFile> file);
+
+  std::vector<std::string> method_names() const;
+  /// Parses values, allocates planned arenas, resolves every kernel in `registry`
+  /// (all missing operators are named in one error).
+  Result<std::unique_ptr<Method>> load_method(std::string_view name, const KernelRegistry& registry) const;
+  const pte::PteFile& file() const { return *file_; }
+
+ private:
+  std::shared_ptr<pte::PteFile> file_;
+};
+
+class Method {
+ public:
+  virtual ~Method() = default;
+  virtual const std::string& name() const = 0;
+  virtual size_t num_inputs() const = 0;
+  virtual size_t num_outputs() const = 0;
+  virtual ValueMeta input_meta(size_t i) const = 0;
+  virtual ValueMeta output_meta(size_t i) const = 0;
+  /// Copies `t` into input i (resizing a dynamic input within its bound; dtype must match).
+  virtual Status set_input(size_t i, const HostTensor& t) = 0;
+  /// Runs every chain once. Mutable buffers (KV caches) keep their contents across calls.
+  virtual Status execute() = 0;
+  /// Output i after execute(): a tensor (copied out) ...
+  virtual Result<HostTensor> output_tensor(size_t i) const = 0;
+  /// ... or any value (scalars of constant methods).
+  virtual const EValue& output(size_t i) const = 0;
+};
+
+}  // namespace hf2pte::rt
