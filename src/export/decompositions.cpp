@@ -46,10 +46,10 @@ Replacement linear_to_mm(Graph& g, const Node& n) {
   if (n.op != OpId::Linear) return no_match();
   ValueId x = std::get<ValueId>(n.args[0]);
   ValueId w = std::get<ValueId>(n.args[1]);
-  const TensorType& xt = g.type(x);
-  const auto& ws = g.type(w).sizes;
+  const TensorType xt = g.type(x);  // copies: adding values below reallocates the value table
+  const auto ws = g.type(w).sizes;
   ValueId wt;
-  const auto& wv = g.value(w);
+  const auto wv = g.value(w);
   if (wv.role == graph::ValueRole::kConstant && g.constant(w).transposed) {
     wt = g.add_constant(wv.name + ".T", g.constant(w).transposed());
   } else {
@@ -104,9 +104,9 @@ Replacement silu_to_sigmoid_mul(Graph& g, const Node& n) {
 Replacement sdpa_to_math(Graph& g, const Node& n) {
   if (n.op != OpId::ScaledDotProductAttention) return no_match();
   ValueId q = std::get<ValueId>(n.args[0]), k = std::get<ValueId>(n.args[1]), v = std::get<ValueId>(n.args[2]);
-  const auto& qs = g.type(q).sizes;
-  const auto& ks = g.type(k).sizes;
-  const auto& vs = g.type(v).sizes;
+  const auto qs = g.type(q).sizes;  // copies: adding values reallocates the value table
+  const auto ks = g.type(k).sizes;
+  const auto vs = g.type(v).sizes;
   size_t r = qs.size();
   if (r < 3) return make_error(ErrorCode::kNotSupported, "sdpa on rank-{} query; expected rank >= 3", r);
   if (std::get<bool>(n.args[5])) {
@@ -138,7 +138,7 @@ Replacement sdpa_to_math(Graph& g, const Node& n) {
   HF2PTE_ASSIGN_OR_RETURN(scores, g.add(OpId::MulScalarOut, {scores, scale}, n.name + ".scores"));
   if (const auto* mask = std::get_if<ValueId>(&n.args[3])) {
     // Masks of shape [L, S] (or with leading 1s) broadcast over [batch, group, L, S].
-    const TensorType& mt = g.type(*mask);
+    const TensorType mt = g.type(*mask);
     for (size_t i = 0; i + 2 < mt.sizes.size(); ++i) {
       if (!(mt.sizes[i] == SymInt(1))) {
         return make_error(ErrorCode::kNotSupported, "sdpa: per-head or per-batch masks are not supported yet ({})", mt.str());

@@ -32,6 +32,9 @@ struct KernelSet {
   double float_tol = 1e-6;  ///< absolute + relative tolerance for f32 results
 };
 
+/// Test names print the set's name rather than its bytes.
+inline void PrintTo(const KernelSet& s, std::ostream* os) { *os << s.name; }
+
 /// Defined once per test binary.
 std::vector<KernelSet> kernel_sets_under_test();
 
