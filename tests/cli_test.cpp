@@ -1,0 +1,117 @@
+// The CLI contract for bad input: one line "hf2pte: error: <what> (<where>)",
+// exit code 2, and no output file (an existing one is left untouched).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "test_util.h"
+
+namespace hf2pte {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string err;
+};
+
+CliResult run_cli(const std::string& args, const std::string& dir) {
+  std::string err_path = dir + "/stderr.txt";
+  std::string cmd = std::string(HF2PTE_CLI) + " " + args + " >/dev/null 2>" + err_path;
+  int rc = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  std::ifstream f(err_path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+/// A copy of a fixture checkpoint that a test may damage.
+std::string copy_fixture(const std::string& name, const std::string& dir) {
+  auto dst = dir + "/" + name;
+  fs::copy(test::repo_path("tests/data/fixtures/" + name), dst, fs::copy_options::recursive);
+  for (auto& e : fs::recursive_directory_iterator(dst)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  return dst;
+}
+
+void rewrite_config(const std::string& model, const std::string& from, const std::string& to) {
+  std::ifstream in(model + "/config.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  auto p = s.find(from);
+  ASSERT_NE(p, std::string::npos) << from;
+  s.replace(p, from.size(), to);
+  std::ofstream(model + "/config.json") << s;
+}
+
+void expect_one_line_error(const CliResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("hf2pte: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+TEST(Cli, MissingConfigField) {
+  auto dir = test::temp_dir("t");
+  auto model = copy_fixture("llama-mha", dir);
+  rewrite_config(model, "\"hidden_size\": 64,", "");
+  auto r = run_cli("export " + model + " -o " + dir + "/m.pte", dir);
+  expect_one_line_error(r, "hidden_size");
+  EXPECT_FALSE(fs::exists(dir + "/m.pte"));
+}
+
+TEST(Cli, UnsupportedModelTypeListsSupportedOnes) {
+  auto dir = test::temp_dir("t");
+  auto model = copy_fixture("llama-mha", dir);
+  rewrite_config(model, "\"model_type\": \"llama\"", "\"model_type\": \"mamba\"");
+  auto r = run_cli("export " + model + " -o " + dir + "/m.pte", dir);
+  expect_one_line_error(r, "unsupported model_type 'mamba'; supported: llama, mistral, qwen2, phi3");
+  EXPECT_FALSE(fs::exists(dir + "/m.pte"));
+}
+
+TEST(Cli, TensorWithWrongShape) {
+  auto dir = test::temp_dir("t");
+  auto model = copy_fixture("llama-mha", dir);
+  rewrite_config(model, "\"intermediate_size\": 160", "\"intermediate_size\": 128");
+  auto r = run_cli("export " + model + " -o " + dir + "/m.pte", dir);
+  expect_one_line_error(r, "expected [128, 64], got [160, 64]");
+  EXPECT_FALSE(fs::exists(dir + "/m.pte"));
+}
+
+TEST(Cli, TruncatedSafetensorsKeepsExistingOutput) {
+  auto dir = test::temp_dir("t");
+  auto model = copy_fixture("llama-mha", dir);
+  auto st = model + "/model.safetensors";
+  fs::resize_file(st, fs::file_size(st) / 2);
+  std::ofstream(dir + "/m.pte") << "previous";
+  auto r = run_cli("export " + model + " -o " + dir + "/m.pte", dir);
+  expect_one_line_error(r, "model.safetensors");
+  std::ifstream in(dir + "/m.pte");
+  std::string kept;
+  in >> kept;
+  EXPECT_EQ(kept, "previous");
+  for (auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+TEST(Cli, ExportRunInspectRoundTrip) {
+  auto dir = test::temp_dir("t");
+  auto r = run_cli("export " + test::repo_path("tests/data/fixtures/llama-mha") + " -o " + dir + "/m.pte --quiet", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;  // --quiet
+  auto ins = run_cli("inspect " + dir + "/m.pte --json", dir);
+  EXPECT_EQ(ins.exit_code, 0) << ins.err;
+  auto bad = run_cli("run " + dir + "/m.pte --input " + dir + "/missing.npy --input x.npy --output-dir " + dir + "/out", dir);
+  expect_one_line_error(bad, "missing.npy");
+}
+
+}  // namespace
+}  // namespace hf2pte
