@@ -33,6 +33,10 @@ struct ExtendedHeader {
 
 class PteFile {
  public:
+  // Not copyable: bytes_ and program_ point into this object's own storage.
+  PteFile(const PteFile&) = delete;
+  PteFile& operator=(const PteFile&) = delete;
+
   /// Maps and verifies `path` (flatbuffer verifier + header/segment checks).
   static Result<std::shared_ptr<PteFile>> open(const std::string& path);
   /// Verifies a file already in memory (takes ownership of the bytes).

@@ -24,11 +24,27 @@ MatView mat_view(const rt::Tensor& t, int first_dim, int64_t batch_offset) {
 }
 
 /// Calls `epi(i, j, dot)` for every element of a @ b, with the dot product
-/// accumulated in double. Row i is built as sum_k a[i,k] * b[k,:] so the inner
-/// loop streams a row of b; `acc` is the one scratch row (m doubles).
+/// accumulated in double. The loop order follows b's layout so the inner loop
+/// is unit-stride: a row-major b streams rows (row i = sum_k a[i,k] * b[k,:]
+/// into `acc`, the one scratch row of m doubles); a transposed b (what a
+/// permuted weight looks like) takes plain dot products along k.
 template <typename Epi>
 void matmul(const MatView& a, const MatView& b, std::vector<double>& acc, Epi&& epi) {
   const int64_t n = a.rows, k = a.cols, m = b.cols;
+  if (b.col_stride != 1 && m > 1) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float* arow = a.data + i * a.row_stride;
+      for (int64_t j = 0; j < m; ++j) {
+        const float* bcol = b.data + j * b.col_stride;
+        double dot = 0.0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          dot += double(arow[kk * a.col_stride]) * double(bcol[kk * b.row_stride]);
+        }
+        epi(i, j, dot);
+      }
+    }
+    return;
+  }
   acc.assign(size_t(m), 0.0);
   for (int64_t i = 0; i < n; ++i) {
     std::fill(acc.begin(), acc.end(), 0.0);
@@ -37,11 +53,7 @@ void matmul(const MatView& a, const MatView& b, std::vector<double>& acc, Epi&& 
       // No skipping of zero a[i,k]: 0 * inf must still give NaN.
       const double av = arow[kk * a.col_stride];
       const float* brow = b.data + kk * b.row_stride;
-      if (b.col_stride == 1) {
-        for (int64_t j = 0; j < m; ++j) acc[size_t(j)] += av * double(brow[j]);
-      } else {
-        for (int64_t j = 0; j < m; ++j) acc[size_t(j)] += av * double(brow[j * b.col_stride]);
-      }
+      for (int64_t j = 0; j < m; ++j) acc[size_t(j)] += av * double(brow[j]);
     }
     for (int64_t j = 0; j < m; ++j) epi(i, j, acc[size_t(j)]);
   }

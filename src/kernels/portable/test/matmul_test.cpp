@@ -82,6 +82,15 @@ TEST_P(MatmulTest, Bmm) {
   EXPECT_TRUE(tensor_matches<float>(out, {2, 2, 2}, {58, 64, 139, 154, 7, 8, 9, 10}, tol()));
 }
 
+TEST_P(MatmulTest, BmmTransposedMat2) {
+  // mat2 [2, 3, 2] stored as [2, 2, 3] (dim order [0, 2, 1]), as attention's k^T can be.
+  auto* x = a.tensor<float>({2, 2, 3}, {1, 2, 3, 4, 5, 6, 1, 0, 0, 0, 1, 0});
+  auto* y = a.tensor<float>({2, 3, 2}, {7, 8, 9, 10, 11, 12, 7, 8, 9, 10, 11, 12}, {0, 2, 1});
+  auto* out = a.out(kF32, {2, 2, 2});
+  HF2PTE_EXPECT_OK(run("aten::bmm.out", {x, y, out, out}));
+  EXPECT_TRUE(tensor_matches<float>(out, {2, 2, 2}, {58, 64, 139, 154, 7, 8, 9, 10}, tol()));
+}
+
 TEST_P(MatmulTest, BmmErrors) {
   auto* out = a.out(kF32, {2, 2, 2});
   HF2PTE_EXPECT_ERROR(run("aten::bmm.out", {a.tensor<float>({2, 2, 3}, std::vector<float>(12, 1)),

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs hf2pte's build dependencies from Debian 12 packages. Idempotent:
+# packages already present are skipped, so a second run does nothing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config
+  flatbuffers-compiler libflatbuffers-dev   # our .pte schema, generated at build time
+  nlohmann-json3-dev                        # config.json, JSON output
+  libcli11-dev                              # command line
+  libfmt-dev                                # formatting
+  libgtest-dev libgmock-dev                 # tests
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq || echo "install-deps: apt-get update failed; trying the cached package lists"
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
