@@ -21,6 +21,12 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+
+  /// Tells the kernel we are done with [data, data+size) of some read-only file
+  /// mapping: its pages leave our resident set (they stay in the page cache), so
+  /// streaming a large checkpoint keeps peak RSS small. Only whole pages inside
+  /// the range are released. Harmless on memory that is not a file mapping.
+  static void release_pages(const void* data, size_t size);
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }

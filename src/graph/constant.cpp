@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/mapped_file.h"
+
 namespace hf2pte::graph {
 
 namespace {
@@ -65,10 +67,18 @@ ConstantData make_constant(const ConstantRecipe& r) {
   ScalarType dst = r.dtype;
   c.write = [=](const ConstantData::Sink& sink) -> Status {
     const uint8_t* base = src.bytes.data() + size_t(row_begin) * size_t(cols) * in_size;
-    if (!transpose && src.dtype == dst) {
-      return sink(base, size_t(nrows) * size_t(cols) * in_size);  // straight from the mapping
-    }
+    const size_t src_bytes = size_t(nrows) * size_t(cols) * in_size;
     constexpr size_t kChunkBytes = 1 << 20;
+    if (!transpose && src.dtype == dst) {
+      // Straight from the mapping, releasing pages behind us to keep RSS flat.
+      constexpr size_t kCopyChunk = 16u << 20;
+      for (size_t off = 0; off < src_bytes; off += kCopyChunk) {
+        size_t n = std::min(kCopyChunk, src_bytes - off);
+        HF2PTE_RETURN_IF_ERROR(sink(base + off, n));
+        MappedFile::release_pages(base + off, n);
+      }
+      return Status::ok();
+    }
     std::vector<uint8_t> buf;
     if (!transpose) {
       size_t total = size_t(nrows) * size_t(cols);
@@ -78,6 +88,7 @@ ConstantData make_constant(const ConstantRecipe& r) {
         size_t n = std::min(per_chunk, total - i);
         for (size_t j = 0; j < n; ++j) store_element(&buf[j * out_size], dst, load_element(base + (i + j) * in_size, src.dtype));
         HF2PTE_RETURN_IF_ERROR(sink(buf.data(), n * out_size));
+        MappedFile::release_pages(base + i * in_size, n * in_size);
       }
       return Status::ok();
     }
@@ -95,6 +106,9 @@ ConstantData make_constant(const ConstantRecipe& r) {
       }
       HF2PTE_RETURN_IF_ERROR(sink(buf.data(), size_t(bc) * size_t(nrows) * out_size));
     }
+    // Every column block reads every row, so pages are released once at the end:
+    // the peak is one source matrix, not the checkpoint.
+    MappedFile::release_pages(base, src_bytes);
     return Status::ok();
   };
   return c;

@@ -28,7 +28,7 @@ struct ExtendedHeader {
   uint32_t length = 0;               ///< header length as stored (>= 24; 32 when written by us)
   uint64_t program_size = 0;         ///< flatbuffer bytes from offset 0, header included
   uint64_t segment_base_offset = 0;  ///< absolute offset of the first segment
-  uint64_t segment_data_size = 0;   ///< base -> end of the last segment (0 when length < 32)
+  uint64_t segment_data_size = 0;    ///< base -> end of the last segment (0 when length < 32)
 };
 
 class PteFile {
@@ -37,7 +37,8 @@ class PteFile {
   PteFile(const PteFile&) = delete;
   PteFile& operator=(const PteFile&) = delete;
 
-  /// Maps and verifies `path` (flatbuffer verifier + header/segment checks).
+  /// Maps and verifies `path`: eh00 header bounds, identifier, flatbuffer
+  /// verifier. Segment tables are bounds-checked by the accessors below.
   static Result<std::shared_ptr<PteFile>> open(const std::string& path);
   /// Verifies a file already in memory (takes ownership of the bytes).
   static Result<std::shared_ptr<PteFile>> from_bytes(std::vector<uint8_t> bytes, std::string name = "<memory>");

@@ -44,9 +44,10 @@ struct WriteProgress {
 
 struct PteContents {
   /// Everything except segments, constant_segment, mutable_data_segments and
-  /// named_data, which the writer fills in (leave them empty; so is the legacy
-  /// constant_buffer, which the runtime would ignore). Tensor.data_buffer_idx k refers to constants[k-1]
-  /// (for constants) or mutable_data[k-1] (for planned tensors with initial data).
+  /// named_data, which the writer fills in: leave them empty, and leave the
+  /// legacy constant_buffer empty too (the runtime would ignore it).
+  /// Tensor.data_buffer_idx k refers to constants[k-1] (for constants) or
+  /// mutable_data[k-1] (for planned tensors with initial data).
   executorch_flatbuffer::ProgramT program;
   std::vector<Blob> constants;     ///< constant segment, 16-byte aligned, offsets[0] reserved
   std::vector<Blob> mutable_data;  ///< initial values of mutable buffers (second segment)

@@ -1,7 +1,10 @@
 // Elementwise op tests: broadcasting, type promotion, alpha, scalar forms and
 // the error paths. Expected values are computed by hand.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <random>
 
 #include "kernels/portable/test/op_test_util.h"
 
@@ -317,6 +320,71 @@ TEST_P(ElementwiseTest, Where) {
                           {a.tensor<bool>({3}, B(3, true)), a.tensor<float>({2}, {1, 2}),
                            a.tensor<float>({2}, {3, 4}), outf, outf}),
                       kInvalidArgument, "cannot be broadcast");
+}
+
+TEST_P(ElementwiseTest, RandomBroadcastAndLayoutsMatchNaive) {
+  // Random shapes (rank <= 5, broadcast dims, random dim orders for both
+  // inputs and the out) against index arithmetic done the slow way; this
+  // exercises the dim-merging strided loop on layouts hand tests miss.
+  std::mt19937 rng(1234);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto random_order = [&](size_t rank) {
+    std::vector<uint8_t> order(rank);
+    std::iota(order.begin(), order.end(), uint8_t(0));
+    std::shuffle(order.begin(), order.end(), rng);
+    return order;
+  };
+  for (int iter = 0; iter < 200; ++iter) {
+    const int rank = pick(0, 5);
+    std::vector<int64_t> shape(static_cast<size_t>(rank)), sa, sb;
+    for (auto& s : shape) s = pick(1, 4);
+    // Each input drops some leading dims and sets some dims to 1.
+    // One input has the full rank (the out's), the other any rank up to it.
+    int ra = rank, rb = pick(0, rank);
+    if (pick(0, 1) == 1) std::swap(ra, rb);
+    for (int d = rank - ra; d < rank; ++d) sa.push_back(pick(0, 2) == 0 ? 1 : shape[size_t(d)]);
+    for (int d = rank - rb; d < rank; ++d) sb.push_back(pick(0, 2) == 0 ? 1 : shape[size_t(d)]);
+    auto numel = [](const std::vector<int64_t>& s) {
+      return std::accumulate(s.begin(), s.end(), int64_t(1), std::multiplies<int64_t>());
+    };
+    std::vector<float> va(size_t(numel(sa))), vb(size_t(numel(sb)));
+    for (auto& v : va) v = float(pick(-100, 100));
+    for (auto& v : vb) v = float(pick(-100, 100));
+    // The actual broadcast shape (a dim of 1 in both inputs stays 1).
+    std::vector<int64_t> oshape(size_t(rank), 1);
+    for (int d = 0; d < rank; ++d) {
+      const int ia = d - (rank - ra), ib = d - (rank - rb);
+      if (ia >= 0) oshape[size_t(d)] = std::max(oshape[size_t(d)], sa[size_t(ia)]);
+      if (ib >= 0) oshape[size_t(d)] = std::max(oshape[size_t(d)], sb[size_t(ib)]);
+    }
+    std::vector<float> want;
+    for (int64_t k = 0; k < numel(oshape); ++k) {
+      // Unravel k over oshape, then ravel into each input with broadcasting.
+      std::vector<int64_t> idx(static_cast<size_t>(rank));
+      int64_t rem = k;
+      for (int d = rank - 1; d >= 0; --d) {
+        idx[size_t(d)] = rem % oshape[size_t(d)];
+        rem /= oshape[size_t(d)];
+      }
+      auto ravel = [&](const std::vector<int64_t>& s) {
+        int64_t off = 0;
+        const int r = int(s.size());
+        for (int d = 0; d < r; ++d) {
+          const int64_t i = s[size_t(d)] == 1 ? 0 : idx[size_t(rank - r + d)];
+          off = off * s[size_t(d)] + i;
+        }
+        return off;
+      };
+      want.push_back(va[size_t(ravel(sa))] + 2 * vb[size_t(ravel(sb))]);
+    }
+    auto* out = a.out(kF32, oshape, rt::ShapeDynamism::kDynamicBound, random_order(oshape.size()));
+    HF2PTE_EXPECT_OK(run("aten::add.out", {a.tensor(sa, va, random_order(sa.size())),
+                                           a.tensor(sb, vb, random_order(sb.size())), a.i(2),
+                                           out, out}));
+    ASSERT_TRUE(tensor_matches<float>(out, oshape, want, tol()))
+        << "iteration " << iter << ": " << ::testing::PrintToString(sa) << " + "
+        << ::testing::PrintToString(sb);
+  }
 }
 
 TEST_P(ElementwiseTest, EmptyTensors) {
