@@ -113,5 +113,34 @@ TEST(Cli, ExportRunInspectRoundTrip) {
   expect_one_line_error(bad, "missing.npy");
 }
 
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(Cli, ExportIsByteReproducible) {
+  auto dir = test::temp_dir("t");
+  auto model = test::repo_path("tests/data/fixtures/llama-gqa-tied-bf16");
+  ASSERT_EQ(run_cli("export " + model + " -o " + dir + "/a.pte --quiet", dir).exit_code, 0);
+  ASSERT_EQ(run_cli("export " + model + " -o " + dir + "/b.pte --quiet", dir).exit_code, 0);
+  auto a = slurp(dir + "/a.pte"), b = slurp(dir + "/b.pte");
+  EXPECT_GT(a.size(), 1000u);
+  EXPECT_TRUE(a == b) << "two exports of the same checkpoint differ";
+}
+
+TEST(Cli, ConfigFileIsValidatedAndStoredInTheProgram) {
+  auto dir = test::temp_dir("t");
+  std::ofstream(dir + "/bad.json") << R"({"backend": "portable", "max_seq_len": "long"})";
+  auto model = test::repo_path("tests/data/fixtures/llama-mha");
+  auto r = run_cli("export " + model + " -o " + dir + "/m.pte --config " + dir + "/bad.json", dir);
+  expect_one_line_error(r, "field 'max_seq_len' has wrong type; expected integer or null, got string");
+  EXPECT_FALSE(fs::exists(dir + "/m.pte"));
+  std::ofstream(dir + "/good.json") << R"({"max_seq_len": 48})";
+  ASSERT_EQ(run_cli("export " + model + " -o " + dir + "/m.pte --quiet --config " + dir + "/good.json", dir).exit_code, 0);
+  EXPECT_NE(slurp(dir + "/m.pte").find(R"("max_seq_len":48)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hf2pte

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -45,7 +46,9 @@ std::string human_bytes(double b) {
 // ---- export ----
 
 struct ExportArgs {
-  std::string model_dir, output;
+  std::string model_dir, output, config_file;
+  /// Which options were given on the command line (they override --config).
+  std::function<bool(const char*)> given = [](const char*) { return true; };
   std::string backend = "portable", dtype = "fp32", dump_graph;
   int64_t max_seq_len = 0;
   bool no_kv_cache = false, quiet = false, verbose = false;
@@ -74,19 +77,27 @@ int run_export(const ExportArgs& a) {
   exp::ExportRequest req;
   req.model_dir = a.model_dir;
   req.output_path = a.output;
-  auto backend = exp::parse_backend(a.backend);
-  if (!backend) return fail(backend.status());
-  req.config.backend = *backend;
-  if (a.dtype == "fp32") req.config.dtype = ScalarType::kFloat;
-  else if (a.dtype == "fp16") req.config.dtype = ScalarType::kHalf;
-  else if (a.dtype == "bf16") req.config.dtype = ScalarType::kBFloat16;
-  else return fail(make_error(ErrorCode::kInvalidArgument, "unknown --dtype '{}'; expected fp32, fp16 or bf16", a.dtype));
+  if (!a.config_file.empty()) {
+    auto c = exp::load_config_file(a.config_file);
+    if (!c) return fail(c.status());
+    req.config = *c;
+  }
+  if (a.given("--backend")) {
+    auto backend = exp::parse_backend(a.backend);
+    if (!backend) return fail(backend.status());
+    req.config.backend = *backend;
+  }
+  if (a.given("--dtype")) {
+    auto dtype = exp::parse_dtype(a.dtype);
+    if (!dtype) return fail(dtype.status());
+    req.config.dtype = *dtype;
+  }
   if (a.no_kv_cache) return fail(make_error(ErrorCode::kNotSupported, "--no-kv-cache is not supported yet"));
-  if (a.max_seq_len != 0) req.config.max_seq_len = a.max_seq_len;
-  req.config.alloc_graph_input = a.alloc_input;
-  req.config.alloc_graph_output = a.alloc_output;
-  req.config.alloc_mutable_buffers = a.alloc_buffers;
-  if (!a.alloc_output || !a.alloc_buffers) {
+  if (a.given("--max-seq-len")) req.config.max_seq_len = a.max_seq_len;
+  if (a.given("--alloc-graph-input")) req.config.alloc_graph_input = a.alloc_input;
+  if (a.given("--alloc-graph-output")) req.config.alloc_graph_output = a.alloc_output;
+  if (a.given("--alloc-mutable-buffers")) req.config.alloc_mutable_buffers = a.alloc_buffers;
+  if (!req.config.alloc_graph_output || !req.config.alloc_mutable_buffers) {
     // Our runtime (and upstream's Module) needs planned outputs and buffers for LLM programs.
     return fail(make_error(ErrorCode::kNotSupported, "--alloc-graph-output=false and --alloc-mutable-buffers=false are not supported yet"));
   }
@@ -271,6 +282,7 @@ int main(int argc, char** argv) {
   ex->add_option("--alloc-graph-output", ea.alloc_output, "plan memory for outputs (true|false)");
   ex->add_option("--alloc-mutable-buffers", ea.alloc_buffers, "plan memory for mutable buffers (true|false)");
   ex->add_option("--dim", ea.dims, "dynamic dim bounds NAME=MIN:MAX (MAX may be empty)");
+  ex->add_option("--config", ea.config_file, "export config JSON (flags given on the command line override it)");
   ex->add_option("--dump-graph", ea.dump_graph, "print the graph after STAGE (or all)");
   ex->add_flag("--quiet", ea.quiet, "no progress, warnings or summary");
   ex->add_flag("--verbose", ea.verbose, "print what every stage did");
@@ -307,6 +319,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hf2pte: error: %s (command line)\n", e.what());
     return 2;
   }
+  ea.given = [ex](const char* flag) { return ex->count(flag) > 0; };
   if (*ex) return run_export(ea);
   if (*run) return run_run(ra);
   if (*ins) return run_inspect(inspect_path, inspect_json);

@@ -1,5 +1,10 @@
 #include "export/export_config.h"
 
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
 namespace hf2pte::exp {
 
 const char* backend_name(Backend b) {
@@ -16,6 +21,110 @@ Result<Backend> parse_backend(const std::string& s) {
   if (s == "xnnpack") return Backend::kXnnpack;
   if (s == "cuda") return Backend::kCuda;
   return make_error(ErrorCode::kInvalidArgument, "unknown backend '{}'; expected portable, xnnpack or cuda", s);
+}
+
+Result<ScalarType> parse_dtype(const std::string& s) {
+  if (s == "fp32") return ScalarType::kFloat;
+  if (s == "fp16") return ScalarType::kHalf;
+  if (s == "bf16") return ScalarType::kBFloat16;
+  return make_error(ErrorCode::kInvalidArgument, "unknown dtype '{}'; expected fp32, fp16 or bf16", s);
+}
+
+const char* dtype_name(ScalarType t) {
+  switch (t) {
+    case ScalarType::kHalf: return "fp16";
+    case ScalarType::kBFloat16: return "bf16";
+    default: return "fp32";
+  }
+}
+
+nlohmann::ordered_json config_to_json(const ExportConfig& c) {
+  nlohmann::ordered_json j;
+  j["backend"] = backend_name(c.backend);
+  j["dtype"] = dtype_name(c.dtype);
+  j["max_seq_len"] = c.max_seq_len ? nlohmann::ordered_json(*c.max_seq_len) : nlohmann::ordered_json(nullptr);
+  j["dynamic_shapes"] = nlohmann::ordered_json::object();
+  for (const auto& [name, b] : c.dims) {  // std::map: sorted, so the text is reproducible
+    j["dynamic_shapes"][name] = {{"min", b.min}, {"max", b.max ? nlohmann::ordered_json(*b.max) : nlohmann::ordered_json(nullptr)}};
+  }
+  j["alloc_graph_input"] = c.alloc_graph_input;
+  j["alloc_graph_output"] = c.alloc_graph_output;
+  j["alloc_mutable_buffers"] = c.alloc_mutable_buffers;
+  return j;
+}
+
+namespace {
+
+Status expect_type(const nlohmann::json& v, bool ok, const char* key, const char* expected, const std::string& where) {
+  if (ok) return Status::ok();
+  return make_error(ErrorCode::kInvalidArgument, "export config: field '{}' has wrong type; expected {}, got {} ({})", key,
+                    expected, v.type_name(), where);
+}
+
+}  // namespace
+
+Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string& where) {
+  ExportConfig c;
+  if (!j.is_object()) {
+    return make_error(ErrorCode::kInvalidArgument, "export config: expected a JSON object, got {} ({})", j.type_name(), where);
+  }
+  for (const auto& [key, v] : j.items()) {
+    if (key == "backend" || key == "dtype") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_string(), key.c_str(), "string", where));
+      if (key == "backend") {
+        auto b = parse_backend(v.get<std::string>());
+        if (!b) return b.status().with_context(where);
+        c.backend = *b;
+      } else {
+        auto d = parse_dtype(v.get<std::string>());
+        if (!d) return d.status().with_context(where);
+        c.dtype = *d;
+      }
+    } else if (key == "max_seq_len") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_null() || v.is_number_integer(), "max_seq_len", "integer or null", where));
+      if (v.is_number_integer()) c.max_seq_len = v.get<int64_t>();
+    } else if (key == "alloc_graph_input" || key == "alloc_graph_output" || key == "alloc_mutable_buffers") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_boolean(), key.c_str(), "boolean", where));
+      bool b = v.get<bool>();
+      (key == "alloc_graph_input" ? c.alloc_graph_input : key == "alloc_graph_output" ? c.alloc_graph_output : c.alloc_mutable_buffers) = b;
+    } else if (key == "dynamic_shapes") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_object(), "dynamic_shapes", "object", where));
+      for (const auto& [name, range] : v.items()) {
+        HF2PTE_RETURN_IF_ERROR(expect_type(range, range.is_object(), name.c_str(), "object {min, max}", where));
+        DimBound b;
+        for (const auto& [k, x] : range.items()) {
+          if (k == "min") {
+            HF2PTE_RETURN_IF_ERROR(expect_type(x, x.is_number_integer(), "min", "integer", where));
+            b.min = x.get<int64_t>();
+          } else if (k == "max") {
+            HF2PTE_RETURN_IF_ERROR(expect_type(x, x.is_null() || x.is_number_integer(), "max", "integer or null", where));
+            if (x.is_number_integer()) b.max = x.get<int64_t>();
+          } else {
+            return make_error(ErrorCode::kInvalidArgument, "export config: unknown field 'dynamic_shapes.{}.{}' ({})", name, k, where);
+          }
+        }
+        if (b.min < 1 || (b.max && *b.max < b.min)) {
+          return make_error(ErrorCode::kInvalidArgument, "export config: dim {} has an empty range ({})", name, where);
+        }
+        c.dims[name] = b;
+      }
+    } else {
+      return make_error(ErrorCode::kInvalidArgument,
+                        "export config: unknown field '{}'; expected backend, dtype, max_seq_len, dynamic_shapes, "
+                        "alloc_graph_input, alloc_graph_output or alloc_mutable_buffers ({})", key, where);
+    }
+  }
+  return c;
+}
+
+Result<ExportConfig> load_config_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return make_error(ErrorCode::kIoError, "cannot read export config ({})", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) return make_error(ErrorCode::kInvalidArgument, "export config is not valid JSON ({})", path);
+  return config_from_json(j, path);
 }
 
 }  // namespace hf2pte::exp

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/scalar_type.h"
 #include "core/status.h"
 
@@ -14,6 +16,9 @@ enum class Backend { kPortable, kXnnpack, kCuda };
 
 const char* backend_name(Backend b);
 Result<Backend> parse_backend(const std::string& s);
+/// "fp32" | "fp16" | "bf16" <-> ScalarType.
+Result<ScalarType> parse_dtype(const std::string& s);
+const char* dtype_name(ScalarType t);
 
 struct DimBound {
   int64_t min = 1;
@@ -31,5 +36,15 @@ struct ExportConfig {
   std::string dump_graph_stage;          ///< print the graph after this stage ("all" = every stage)
   bool verbose = false;
 };
+
+/// The effective config as JSON (stable key order; stored in every .pte as the
+/// constant method `get_export_config`). Presentation-only fields (dump, verbose)
+/// are not part of it.
+nlohmann::ordered_json config_to_json(const ExportConfig& c);
+/// Reads a config written by config_to_json (or by hand). Unknown keys and
+/// wrong types are errors naming the key; absent keys keep their defaults.
+Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string& where);
+/// config_from_json of a file (--config FILE).
+Result<ExportConfig> load_config_file(const std::string& path);
 
 }  // namespace hf2pte::exp

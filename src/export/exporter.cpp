@@ -47,6 +47,8 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, models::build_model(ckpt, bo));
   for (const auto& w : built.warnings) if (req.on_warning) req.on_warning(w);
   HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(built.program, req.config));
+  // Every program says how it was made.
+  built.program.constant_methods["get_export_config"] = config_to_json(req.config).dump();
 
   progress({"pipeline", 0, 0});
   StageLog log;
