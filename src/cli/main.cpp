@@ -1,4 +1,4 @@
-// hf2pte command line: export | run | inspect | generate. Each command is a
+// hf2pte command line: export | run | inspect | generate | tokenize. Each command is a
 // thin layer over a library API; errors are printed as one line
 // "hf2pte: error: <what> (<where>)" with exit code 2 (bad input) or 1 (ours).
 #include <sys/resource.h>
@@ -14,10 +14,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "backends/xnnpack/xnnpack_backend.h"
 #include "checkpoint/npy.h"
+#include "cli/commands.h"
 #include "export/exporter.h"
 #include "kernels/portable/kernels.h"
-#include "llm/generator.h"
 #include "pte/inspect.h"
 #include "pte/pte_file.h"
 #include "runtime/program.h"
@@ -46,12 +47,12 @@ std::string human_bytes(double b) {
 // ---- export ----
 
 struct ExportArgs {
-  std::string model_dir, output, config_file;
+  std::string model_dir, output, config_file, report_file;
   /// Which options were given on the command line (they override --config).
   std::function<bool(const char*)> given = [](const char*) { return true; };
   std::string backend = "portable", dtype = "fp32", dump_graph;
   int64_t max_seq_len = 0;
-  bool no_kv_cache = false, quiet = false, verbose = false;
+  bool no_kv_cache = false, quiet = false, verbose = false, embed_tokenizer = true;
   bool alloc_input = true, alloc_output = true, alloc_buffers = true;
   std::vector<std::string> dims;
 };
@@ -117,6 +118,7 @@ int run_export(const ExportArgs& a) {
   }
   req.config.dump_graph_stage = a.dump_graph;
   req.config.verbose = a.verbose;
+  req.embed_tokenizer = a.embed_tokenizer;
   req.on_text = [](const std::string& s) { std::fputs(s.c_str(), stdout); };
   req.on_warning = [&](const std::string& s) {
     if (!a.quiet) std::fprintf(stderr, "hf2pte: warning: %s\n", s.c_str());
@@ -144,6 +146,20 @@ int run_export(const ExportArgs& a) {
   if (show_progress) std::fputs("\r\033[K", stderr);
   if (!s) return fail(s.status());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!a.report_file.empty()) {
+    auto report = s->report;
+    report["seconds"] = secs;
+    report["peak_rss_bytes"] = uint64_t(peak_rss_mib() * 1024 * 1024);
+    std::string tmp = a.report_file + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    std::string text = report.dump(2) + "\n";
+    bool ok = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    ok = (f != nullptr && std::fclose(f) == 0) && ok;
+    if (!ok || std::rename(tmp.c_str(), a.report_file.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      return fail(make_error(ErrorCode::kIoError, "cannot write the report ({})", a.report_file));
+    }
+  }
   if (!a.quiet) {
     std::fprintf(stderr, "hf2pte: wrote %s: %s, %zu method (+%zu constant), %zu instructions, %zu ops, arena %s, %.2f s, peak RSS %s\n",
                  a.output.c_str(), human_bytes(double(s->file_size)).c_str(), s->methods, s->constant_methods,
@@ -205,59 +221,18 @@ int run_run(const RunArgs& a) {
 int run_inspect(const std::string& path, bool json) {
   auto f = pte::PteFile::open(path);
   if (!f) return fail(f.status());
+  // Delegates we can decode also show their node counts.
+  pte::InspectOptions opts;
+  opts.describe_delegate = [](std::string_view id, std::span<const uint8_t> payload, const pte::PteFile& file)
+      -> Result<std::vector<std::pair<std::string, size_t>>> {
+    if (id != xnn::kXnnpackBackendId) return make_error(ErrorCode::kNotSupported, "unknown backend {}", id);
+    return xnn::xnnpack_node_counts(payload, &file);
+  };
   if (json) {
-    std::puts(pte::inspect_json(**f).dump(2).c_str());
+    std::puts(pte::inspect_json(**f, opts).dump(2).c_str());
   } else {
-    std::fputs(pte::inspect_text(**f).c_str(), stdout);
+    std::fputs(pte::inspect_text(**f, opts).c_str(), stdout);
   }
-  return 0;
-}
-
-// ---- generate ----
-
-struct GenerateArgs {
-  std::string pte, prompt_ids;
-  int64_t max_new_tokens = 32;
-  bool print_ids = false;
-};
-
-int run_generate(const GenerateArgs& a) {
-  std::vector<int64_t> prompt;
-  try {
-    size_t pos = 0;
-    while (pos < a.prompt_ids.size()) {
-      size_t comma = a.prompt_ids.find(',', pos);
-      prompt.push_back(std::stoll(a.prompt_ids.substr(pos, comma - pos)));
-      pos = comma == std::string::npos ? a.prompt_ids.size() : comma + 1;
-    }
-  } catch (...) {
-    return fail(make_error(ErrorCode::kInvalidArgument, "--prompt-ids expects comma-separated integers; got '{}'", a.prompt_ids));
-  }
-  if (prompt.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "--prompt-ids is empty"));
-  auto program = rt::Program::load(a.pte);
-  if (!program) return fail(program.status());
-  auto gen = llm::TextGenerator::create(*program, portable_registry());
-  if (!gen) return fail(gen.status());
-  for (auto id : prompt) {
-    if (id < 0 || id >= (*gen)->vocab_size()) {
-      return fail(make_error(ErrorCode::kInvalidArgument, "prompt id {} is outside the vocabulary [0, {})", id, (*gen)->vocab_size()));
-    }
-  }
-  llm::GenerationConfig cfg;
-  cfg.max_new_tokens = a.max_new_tokens;
-  llm::GenerationStats stats;
-  // Text output comes with the tokenizer; until then ids are the output.
-  auto ids = (*gen)->generate(prompt, cfg, [](int64_t id) {
-    std::printf("%lld ", static_cast<long long>(id));
-    std::fflush(stdout);
-    return true;
-  }, &stats);
-  std::printf("\n");
-  if (!ids) return fail(ids.status());
-  std::fprintf(stderr, "prompt tokens %lld, prefill %.1f tok/s, generated tokens %lld, decode %.1f tok/s, time to first token %.3f s\n",
-               static_cast<long long>(stats.prompt_tokens), stats.prefill_seconds > 0 ? double(stats.prompt_tokens) / stats.prefill_seconds : 0.0,
-               static_cast<long long>(stats.generated_tokens),
-               stats.decode_seconds > 0 ? double(stats.generated_tokens - 1) / stats.decode_seconds : 0.0, stats.time_to_first_token);
   return 0;
 }
 
@@ -266,6 +241,8 @@ int run_generate(const GenerateArgs& a) {
 
 int main(int argc, char** argv) {
   using namespace hf2pte;
+  // Explicit, so static linking cannot drop the backend (xnnpack_backend.h).
+  if (auto st = xnn::register_xnnpack_backend(); !st) return fail(st);
   CLI::App app{"hf2pte: Hugging Face checkpoints to ExecuTorch programs, and a runtime for them"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "hf2pte " HF2PTE_VERSION);
@@ -283,9 +260,12 @@ int main(int argc, char** argv) {
   ex->add_option("--alloc-mutable-buffers", ea.alloc_buffers, "plan memory for mutable buffers (true|false)");
   ex->add_option("--dim", ea.dims, "dynamic dim bounds NAME=MIN:MAX (MAX may be empty)");
   ex->add_option("--config", ea.config_file, "export config JSON (flags given on the command line override it)");
+  ex->add_option("--report", ea.report_file, "write what every stage did, timings and operator counts as JSON");
   ex->add_option("--dump-graph", ea.dump_graph, "print the graph after STAGE (or all)");
   ex->add_flag("--quiet", ea.quiet, "no progress, warnings or summary");
   ex->add_flag("--verbose", ea.verbose, "print what every stage did");
+  ex->add_flag("--embed-tokenizer,!--no-embed-tokenizer", ea.embed_tokenizer,
+               "store the checkpoint's tokenizer files in the .pte (default on)");
 
   RunArgs ra;
   auto* run = app.add_subcommand("run", "execute a method on .npy inputs");
@@ -300,12 +280,10 @@ int main(int argc, char** argv) {
   ins->add_option("pte", inspect_path, ".pte file")->required();
   ins->add_flag("--json", inspect_json, "machine-readable output");
 
-  GenerateArgs ga;
-  auto* gen = app.add_subcommand("generate", "greedy generation from prompt ids");
-  gen->add_option("pte", ga.pte, ".pte file")->required();
-  gen->add_option("--prompt-ids", ga.prompt_ids, "comma-separated prompt token ids")->required();
-  gen->add_option("--max-new-tokens", ga.max_new_tokens, "tokens to generate (default 32)");
-  gen->add_flag("--print-ids", ga.print_ids, "print token ids (the default until tokenizers land)");
+  cli::GenerateArgs ga;
+  auto* gen = cli::add_generate_command(app, ga);
+  cli::TokenizeArgs ta;
+  auto* tokenize = cli::add_tokenize_command(app, ta);
 
   try {
     app.parse(argc, argv);
@@ -323,6 +301,7 @@ int main(int argc, char** argv) {
   if (*ex) return run_export(ea);
   if (*run) return run_run(ra);
   if (*ins) return run_inspect(inspect_path, inspect_json);
-  if (*gen) return run_generate(ga);
+  if (*gen) return cli::run_generate(ga);
+  if (*tokenize) return cli::run_tokenize(ta);
   return 2;
 }

@@ -1,5 +1,12 @@
 #include "export/exporter.h"
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "checkpoint/checkpoint.h"
@@ -8,6 +15,25 @@
 namespace hf2pte::exp {
 
 namespace {
+
+// Tokenizer files travel inside the .pte as named data under the key prefix
+// llm::kEmbeddedTokenizerPrefix ("tokenizer/"), read back by llm::Tokenizer::from_pte.
+Status embed_tokenizer_files(const std::string& model_dir, pte::PteContents& contents) {
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"}) {
+    auto path = std::filesystem::path(model_dir) / name;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) continue;
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    if (!(in && (ss << in.rdbuf()))) return make_error(ErrorCode::kIoError, "cannot read {}", path.string());
+    auto bytes = std::make_shared<std::string>(ss.str());
+    pte::Blob blob;
+    blob.size = bytes->size();
+    blob.write = [bytes](pte::ByteSink& sink) { return sink.write(bytes->data(), bytes->size()); };
+    contents.named.push_back({std::string("tokenizer/") + name, std::move(blob)});
+  }
+  return Status::ok();
+}
 
 Status apply_dim_overrides(graph::Program& p, const ExportConfig& c) {
   for (const auto& [name, bound] : c.dims) {
@@ -54,13 +80,20 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   StageLog log;
   PipelineHooks hooks;
   const std::string& dump = req.config.dump_graph_stage;
+  size_t printed = 0;
+  auto stage_t0 = std::chrono::steady_clock::now();
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
   hooks.after_stage = [&](std::string_view stage, const graph::Program& p, const StageLog& l) {
-    if (!req.on_text) return;
-    if (req.config.verbose && !l.notes.empty()) {
-      for (const auto& n : l.notes) req.on_text(fmt::format("[{}] {}\n", stage, n));
-      log.notes.clear();
+    auto now = std::chrono::steady_clock::now();
+    nlohmann::ordered_json entry{{"stage", stage}, {"seconds", std::chrono::duration<double>(now - stage_t0).count()},
+                                 {"notes", std::vector<std::string>(l.notes.begin() + long(printed), l.notes.end())}};
+    stages.push_back(std::move(entry));
+    stage_t0 = now;
+    if (req.on_text && req.config.verbose) {
+      for (size_t i = printed; i < l.notes.size(); ++i) req.on_text(fmt::format("[{}] {}\n", stage, l.notes[i]));
     }
-    if (dump == "all" || dump == stage) {
+    printed = l.notes.size();
+    if (req.on_text && (dump == "all" || dump == stage)) {
       for (const auto& g : p.methods) req.on_text(fmt::format("// after stage {}\n{}", stage, g.to_string()));
     }
   };
@@ -82,10 +115,41 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   }
   for (const auto& b : contents.constants) s.constant_bytes += b.size;
 
+  // Operator counts per method, for the report.
+  nlohmann::ordered_json methods = nlohmann::ordered_json::object();
+  for (const auto& ep : contents.program.execution_plan) {
+    if (ep->chains.empty() || ep->chains[0]->instructions.empty()) continue;
+    std::map<std::string, int> ops;
+    for (const auto& in : ep->chains[0]->instructions) {
+      if (const auto* k = in->instr_args.AsKernelCall()) {
+        const auto& op = ep->operators[size_t(k->op_index)];
+        ++ops[op->name + (op->overload.empty() ? "" : "." + op->overload)];
+      }
+    }
+    methods[ep->name] = {{"instructions", ep->chains[0]->instructions.size()},
+                         {"arena_bytes", ep->non_const_buffer_sizes.size() > 1 ? ep->non_const_buffer_sizes[1] : 0},
+                         {"operators", ops}};
+  }
+
+  if (req.embed_tokenizer) HF2PTE_RETURN_IF_ERROR(embed_tokenizer_files(req.model_dir, contents));
   pte::WriteOptions wo;
   wo.on_progress = [&](const pte::WriteProgress& p) { progress({"write", p.bytes_written, p.bytes_total}); };
+  auto write_t0 = std::chrono::steady_clock::now();
   HF2PTE_ASSIGN_OR_RETURN(pte::WriteSummary ws, pte::write_pte(req.output_path, std::move(contents), wo));
   s.file_size = ws.file_size;
+  stages.push_back({{"stage", "write"}, {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - write_t0).count()},
+                    {"notes", {fmt::format("{} bytes", ws.file_size)}}});
+  s.report = {{"model_dir", req.model_dir},
+              {"output", req.output_path},
+              {"model_type", built.model_type},
+              {"architecture", built.architecture},
+              {"max_seq_len", built.max_seq_len},
+              {"config", config_to_json(req.config)},
+              {"file_bytes", ws.file_size},
+              {"constant_bytes", s.constant_bytes},
+              {"warnings", log.warnings},
+              {"stages", stages},
+              {"methods", methods}};
   return s;
 }
 

@@ -22,6 +22,9 @@ struct ExportRequest {
   std::string model_dir;
   std::string output_path;
   ExportConfig config;
+  /// Store the checkpoint's tokenizer files (tokenizer.json, tokenizer_config.json,
+  /// tokenizer.model) as named data "tokenizer/<file>", so the .pte is self-contained.
+  bool embed_tokenizer = true;
   std::function<void(const ExportProgress&)> on_progress;
   /// Receives graph dumps (--dump-graph) and, with config.verbose, stage notes.
   std::function<void(const std::string&)> on_text;
@@ -38,6 +41,8 @@ struct ExportSummary {
   uint64_t constant_bytes = 0;
   std::string model_type;
   int64_t max_seq_len = 0;
+  /// What every stage did, timings, operator counts, sizes (--report FILE).
+  nlohmann::ordered_json report;
 };
 
 Result<ExportSummary> export_model(const ExportRequest& request);

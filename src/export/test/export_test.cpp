@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "checkpoint/checkpoint.h"
 #include "export/decompositions.h"
+#include "models/model_builder.h"
 #include "graph/constant.h"
 #include "export/emit.h"
 #include "export/memory_plan.h"
@@ -161,6 +163,92 @@ TEST(Emit, KernelCallArgsFollowTheUpstreamConvention) {
   EXPECT_EQ(ep.operators[0]->overload, "out");
   EXPECT_EQ(ep.non_const_buffer_sizes[0], 0);
   EXPECT_EQ(contents->program.execution_plan[1]->name, "get_answer");
+}
+
+// An independent check of the memory plan: lifetimes are recomputed from the
+// emitted instructions (not from the planner's graph view), and any two planned
+// tensors that are live at the same instruction must not share bytes.
+void expect_no_live_overlap(const executorch_flatbuffer::ExecutionPlanT& ep) {
+  namespace fb = executorch_flatbuffer;
+  struct Live { int begin = INT32_MAX, end = -1; uint64_t lo = 0, hi = 0; bool planned = false; };
+  std::vector<Live> live(ep.values.size());
+  const int n = int(ep.chains[0]->instructions.size());
+  for (size_t v = 0; v < ep.values.size(); ++v) {
+    const auto* t = ep.values[v]->val.AsTensor();
+    if (t == nullptr || !t->allocation_info) continue;
+    uint64_t bytes = element_size(ScalarType(int(t->scalar_type)));
+    for (auto s : t->sizes) bytes *= uint64_t(s);
+    uint64_t off = (uint64_t(t->allocation_info->memory_offset_high) << 32) | t->allocation_info->memory_offset_low;
+    live[v] = {INT32_MAX, -1, off, off + bytes, true};
+    if (t->data_buffer_idx > 0) live[v].begin = -1, live[v].end = n;  // mutable buffer: always live
+  }
+  for (auto i : ep.inputs) live[size_t(i)].begin = -1;
+  for (auto o : ep.outputs) live[size_t(o)].end = n;
+  auto touch = [&](int v, int at) {
+    auto& l = live[size_t(v)];
+    l.begin = std::min(l.begin, at);
+    l.end = std::max(l.end, at);
+  };
+  for (int i = 0; i < n; ++i) {
+    const auto* call = ep.chains[0]->instructions[size_t(i)]->instr_args.AsKernelCall();
+    ASSERT_NE(call, nullptr);
+    for (auto a : call->args) {
+      touch(a, i);
+      const auto& val = ep.values[size_t(a)]->val;
+      if (const auto* l = val.AsTensorList()) for (auto x : l->items) touch(x, i);
+      if (const auto* l = val.AsOptionalTensorList()) for (auto x : l->items) if (x >= 0) touch(x, i);
+    }
+  }
+  int checked = 0;
+  for (size_t a = 0; a < live.size(); ++a) {
+    for (size_t b = a + 1; b < live.size(); ++b) {
+      const auto &x = live[a], &y = live[b];
+      if (!x.planned || !y.planned || x.end < 0 || y.end < 0 || x.lo == x.hi || y.lo == y.hi) continue;
+      bool same_time = x.begin <= y.end && y.begin <= x.end;
+      bool same_bytes = x.lo < y.hi && y.lo < x.hi;
+      EXPECT_FALSE(same_time && same_bytes) << "values " << a << " and " << b << " overlap";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+  ASSERT_GE(ep.non_const_buffer_sizes.size(), 2u);
+  for (const auto& l : live) if (l.planned) EXPECT_LE(l.hi, uint64_t(ep.non_const_buffer_sizes[1]));
+}
+
+TEST(MemoryPlan, FixtureProgramsNeverOverlapLiveTensors) {
+  for (const char* name : {"llama-mha", "llama-gqa", "phi3"}) {
+    auto ckpt = Checkpoint::open(std::string(HF2PTE_SOURCE_DIR) + "/tests/data/fixtures/" + name);
+    ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().message();
+    auto built = models::build_model(*ckpt, models::BuildOptions{});
+    ASSERT_TRUE(built.is_ok()) << built.status().message();
+    StageLog log;
+    auto contents = run_pipeline(built->program, ExportConfig{}, log);
+    ASSERT_TRUE(contents.is_ok()) << contents.status().message();
+    expect_no_live_overlap(*contents->program.execution_plan[0]);
+  }
+}
+
+TEST(MemoryPlan, RandomGraphsNeverOverlapLiveTensors) {
+  uint32_t seed = 12345;
+  auto rnd = [&](uint32_t n) { seed = seed * 1664525u + 1013904223u; return (seed >> 8) % n; };
+  for (int trial = 0; trial < 20; ++trial) {
+    graph::Program p;
+    p.methods.emplace_back("forward");
+    auto& g = p.methods[0];
+    SymInt s = g.add_dim("seq", 1, 1 + int64_t(rnd(16)));
+    std::vector<graph::ValueId> pool{g.add_input("x", TensorType{ScalarType::kFloat, {s, 8}, {}})};
+    for (int i = 0; i < 30; ++i) {
+      auto a = pool[rnd(uint32_t(pool.size()))], b = pool[rnd(uint32_t(pool.size()))];
+      auto r = rnd(3) == 0 ? g.add(OpId::NegOut, {a}, "n" + std::to_string(i)) : g.add(OpId::AddOut, {a, b}, "a" + std::to_string(i));
+      ASSERT_TRUE(r.is_ok());
+      pool.push_back(*r);
+    }
+    g.set_outputs({pool.back(), pool[pool.size() / 2]});
+    StageLog log;
+    auto contents = run_pipeline(p, ExportConfig{}, log);
+    ASSERT_TRUE(contents.is_ok()) << contents.status().message();
+    expect_no_live_overlap(*contents->program.execution_plan[0]);
+  }
 }
 
 }  // namespace
