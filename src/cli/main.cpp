@@ -117,6 +117,9 @@ int run_export(const ExportArgs& a) {
     }
   }
   req.config.dump_graph_stage = a.dump_graph;
+  if (a.validate && a.no_validate) return fail(make_error(ErrorCode::kInvalidArgument, "--validate and --no-validate exclude each other"));
+  if (a.validate) req.config.validate = exp::ExportConfig::Validate::kAlways;
+  if (a.no_validate) req.config.validate = exp::ExportConfig::Validate::kNever;
   req.config.verbose = a.verbose;
   req.embed_tokenizer = a.embed_tokenizer;
   req.on_text = [](const std::string& s) { std::fputs(s.c_str(), stdout); };
@@ -260,6 +263,8 @@ int main(int argc, char** argv) {
   ex->add_option("--alloc-mutable-buffers", ea.alloc_buffers, "plan memory for mutable buffers (true|false)");
   ex->add_option("--dim", ea.dims, "dynamic dim bounds NAME=MIN:MAX (MAX may be empty)");
   ex->add_option("--config", ea.config_file, "export config JSON (flags given on the command line override it)");
+  ex->add_flag("--validate", ea.validate, "always compare the program with the reference interpreter");
+  ex->add_flag("--no-validate", ea.no_validate, "skip the comparison with the reference interpreter");
   ex->add_option("--report", ea.report_file, "write what every stage did, timings and operator counts as JSON");
   ex->add_option("--dump-graph", ea.dump_graph, "print the graph after STAGE (or all)");
   ex->add_flag("--quiet", ea.quiet, "no progress, warnings or summary");

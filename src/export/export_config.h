@@ -35,6 +35,10 @@ struct ExportConfig {
   std::map<std::string, DimBound> dims;  ///< --dim NAME=MIN:MAX overrides
   std::string dump_graph_stage;          ///< print the graph after this stage ("all" = every stage)
   bool verbose = false;
+  /// Compare the written program with the reference interpreter (validate.h).
+  /// kAuto validates programs whose constants total at most kAutoValidateBytes.
+  enum class Validate { kAuto, kAlways, kNever } validate = Validate::kAuto;
+  static constexpr uint64_t kAutoValidateBytes = 256ull << 20;
 };
 
 /// The effective config as JSON (stable key order; stored in every .pte as the

@@ -1,6 +1,7 @@
 #include "export/exporter.h"
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/checkpoint.h"
+#include "export/validate.h"
 #include "models/model_builder.h"
 
 namespace hf2pte::exp {
@@ -97,6 +99,9 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
       for (const auto& g : p.methods) req.on_text(fmt::format("// after stage {}\n{}", stage, g.to_string()));
     }
   };
+  // The unlowered graph is the reference side of validation (constants are
+  // streaming recipes, so this copy holds no weights).
+  graph::Program unlowered = built.program;
   HF2PTE_ASSIGN_OR_RETURN(pte::PteContents contents, run_pipeline(built.program, req.config, log, hooks));
   for (const auto& w : log.warnings) if (req.on_warning) req.on_warning(w);
 
@@ -135,10 +140,34 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   pte::WriteOptions wo;
   wo.on_progress = [&](const pte::WriteProgress& p) { progress({"write", p.bytes_written, p.bytes_total}); };
   auto write_t0 = std::chrono::steady_clock::now();
-  HF2PTE_ASSIGN_OR_RETURN(pte::WriteSummary ws, pte::write_pte(req.output_path, std::move(contents), wo));
+  // Written under a temporary name and renamed only once validated: a program
+  // that disagrees with the reference never appears under the output name.
+  const std::string staged = req.output_path + ".unvalidated";
+  HF2PTE_ASSIGN_OR_RETURN(pte::WriteSummary ws, pte::write_pte(staged, std::move(contents), wo));
   s.file_size = ws.file_size;
   stages.push_back({{"stage", "write"}, {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - write_t0).count()},
                     {"notes", {fmt::format("{} bytes", ws.file_size)}}});
+  auto discard = [&](Status st) {
+    std::remove(staged.c_str());
+    return st;
+  };
+  nlohmann::ordered_json validation;
+  bool validate = req.config.validate == ExportConfig::Validate::kAlways ||
+                  (req.config.validate == ExportConfig::Validate::kAuto && s.constant_bytes <= ExportConfig::kAutoValidateBytes);
+  if (validate) {
+    progress({"validate", 0, 0});
+    auto v = validate_export(unlowered, staged);
+    if (!v) return discard(v.status().with_context("validation"));
+    validation = v->report;
+    if (!v->ok) return discard(make_error(ErrorCode::kInternal, "validation failed: {}", v->message));
+  } else {
+    validation = {{"skipped", req.config.validate == ExportConfig::Validate::kNever
+                                  ? "--no-validate"
+                                  : fmt::format("constants exceed {} MiB; pass --validate to force", ExportConfig::kAutoValidateBytes >> 20)}};
+  }
+  if (std::rename(staged.c_str(), req.output_path.c_str()) != 0) {
+    return discard(make_error(ErrorCode::kIoError, "cannot rename the written program into place ({})", req.output_path));
+  }
   s.report = {{"model_dir", req.model_dir},
               {"output", req.output_path},
               {"model_type", built.model_type},
@@ -149,6 +178,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
               {"constant_bytes", s.constant_bytes},
               {"warnings", log.warnings},
               {"stages", stages},
+              {"validation", validation},
               {"methods", methods}};
   return s;
 }

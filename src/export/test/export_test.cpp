@@ -4,6 +4,8 @@
 
 #include "checkpoint/checkpoint.h"
 #include "export/decompositions.h"
+#include "export/interpreter.h"
+#include "kernels/portable/kernels.h"
 #include "models/model_builder.h"
 #include "graph/constant.h"
 #include "export/emit.h"
@@ -163,6 +165,106 @@ TEST(Emit, KernelCallArgsFollowTheUpstreamConvention) {
   EXPECT_EQ(ep.operators[0]->overload, "out");
   EXPECT_EQ(ep.non_const_buffer_sizes[0], 0);
   EXPECT_EQ(contents->program.execution_plan[1]->name, "get_answer");
+}
+
+// ---- rule tests: the graph before and after a rule, through the reference interpreter ----
+
+HostTensor random_tensor(ScalarType dtype, std::vector<int64_t> sizes, uint32_t seed) {
+  HostTensor t{dtype, std::move(sizes), {}};
+  t.bytes.resize(size_t(t.numel()) * element_size(dtype));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    double u = double(seed >> 8) / double(1u << 24);
+    if (dtype == ScalarType::kFloat) t.data<float>()[i] = float(2 * u - 1);
+    if (dtype == ScalarType::kBool) t.bytes[size_t(i)] = u < 0.7 || i % 7 == 0;  // at least some true per row
+  }
+  return t;
+}
+
+/// Runs `g` before and after the decompositions on `inputs`; checks that `rule`
+/// fired and that results agree within 1e-5.
+void expect_rule_preserves_results(Graph g, const char* rule, const std::vector<HostTensor>& inputs) {
+  Graph before = g;
+  auto counts = rewrite_to_fixed_point(g, decomposition_rules(Backend::kPortable));
+  ASSERT_TRUE(counts.is_ok()) << counts.status().message();
+  EXPECT_GT((*counts)[rule], 0) << rule << " did not fire";
+  for (const auto& n : g.nodes()) EXPECT_TRUE(op_info(n.op).has_kernel) << op_info(n.op).kernel_key();
+  GraphInterpreter ref(before, portable_registry()), low(g, portable_registry());
+  auto a = ref.run(inputs);
+  auto b = low.run(inputs);
+  ASSERT_TRUE(a.is_ok()) << a.status().message();
+  ASSERT_TRUE(b.is_ok()) << b.status().message();
+  ASSERT_EQ(a->size(), b->size());
+  for (size_t o = 0; o < a->size(); ++o) {
+    ASSERT_EQ((*a)[o].sizes, (*b)[o].sizes);
+    for (int64_t i = 0; i < (*a)[o].numel(); ++i) {
+      ASSERT_NEAR((*a)[o].data<float>()[i], (*b)[o].data<float>()[i], 1e-5) << rule << " element " << i;
+    }
+  }
+}
+
+TEST(RuleTest, LinearWithBiasOn3dInput) {
+  Graph g;
+  SymInt s = g.add_dim("seq", 1, 8);
+  auto x = g.add_input("x", TensorType{ScalarType::kFloat, {2, s, 5}, {}});
+  auto w = g.add_input("w", TensorType{ScalarType::kFloat, {3, 5}, {}});
+  auto b = g.add_input("b", TensorType{ScalarType::kFloat, {3}, {}});
+  g.set_outputs({*g.add(OpId::Linear, {x, w, b}, "proj")});
+  expect_rule_preserves_results(g, "linear_to_mm", {random_tensor(ScalarType::kFloat, {2, 4, 5}, 1),
+                                                    random_tensor(ScalarType::kFloat, {3, 5}, 2),
+                                                    random_tensor(ScalarType::kFloat, {3}, 3)});
+}
+
+TEST(RuleTest, RmsNormWithWeight) {
+  Graph g;
+  auto x = g.add_input("x", TensorType{ScalarType::kFloat, {3, 16}, {}});
+  auto w = g.add_input("w", TensorType{ScalarType::kFloat, {16}, {}});
+  g.set_outputs({*g.add(OpId::RmsNorm, {x, IntList{16}, w, 1e-5}, "norm")});
+  expect_rule_preserves_results(g, "rms_norm_to_primitives",
+                                {random_tensor(ScalarType::kFloat, {3, 16}, 4), random_tensor(ScalarType::kFloat, {16}, 5)});
+}
+
+TEST(RuleTest, Silu) {
+  Graph g;
+  auto x = g.add_input("x", TensorType{ScalarType::kFloat, {7}, {}});
+  g.set_outputs({*g.add(OpId::Silu, {x}, "act")});
+  expect_rule_preserves_results(g, "silu_to_sigmoid_mul", {random_tensor(ScalarType::kFloat, {7}, 6)});
+}
+
+TEST(RuleTest, SdpaGqaWithBoolMaskAndDqNotDv) {
+  Graph g;
+  auto q = g.add_input("q", TensorType{ScalarType::kFloat, {6, 3, 4}, {}});
+  auto k = g.add_input("k", TensorType{ScalarType::kFloat, {2, 5, 4}, {}});
+  auto v = g.add_input("v", TensorType{ScalarType::kFloat, {2, 5, 7}, {}});
+  auto m = g.add_input("m", TensorType{ScalarType::kBool, {3, 5}, {}});
+  g.set_outputs({*g.add(OpId::ScaledDotProductAttention, {q, k, v, m, 0.0, false, 0.3, true}, "attn")});
+  expect_rule_preserves_results(g, "sdpa_to_math", {random_tensor(ScalarType::kFloat, {6, 3, 4}, 7),
+                                                    random_tensor(ScalarType::kFloat, {2, 5, 4}, 8),
+                                                    random_tensor(ScalarType::kFloat, {2, 5, 7}, 9),
+                                                    random_tensor(ScalarType::kBool, {3, 5}, 10)});
+}
+
+TEST(RuleTest, SdpaWithFloatMaskAndDefaultScale) {
+  Graph g;
+  auto q = g.add_input("q", TensorType{ScalarType::kFloat, {1, 2, 3, 4}, {}});
+  auto k = g.add_input("k", TensorType{ScalarType::kFloat, {1, 2, 5, 4}, {}});
+  auto v = g.add_input("v", TensorType{ScalarType::kFloat, {1, 2, 5, 4}, {}});
+  auto m = g.add_input("m", TensorType{ScalarType::kFloat, {3, 5}, {}});
+  g.set_outputs({*g.add(OpId::ScaledDotProductAttention, {q, k, v, m}, "attn")});
+  expect_rule_preserves_results(g, "sdpa_to_math", {random_tensor(ScalarType::kFloat, {1, 2, 3, 4}, 11),
+                                                    random_tensor(ScalarType::kFloat, {1, 2, 5, 4}, 12),
+                                                    random_tensor(ScalarType::kFloat, {1, 2, 5, 4}, 13),
+                                                    random_tensor(ScalarType::kFloat, {3, 5}, 14)});
+}
+
+TEST(RuleTest, RulesLeaveKernelOpsAlone) {
+  Graph g;
+  auto x = g.add_input("x", TensorType{ScalarType::kFloat, {4}, {}});
+  g.set_outputs({*g.add(OpId::NegOut, {x}, "neg")});
+  auto counts = rewrite_to_fixed_point(g, decomposition_rules(Backend::kPortable));
+  ASSERT_TRUE(counts.is_ok());
+  EXPECT_TRUE(counts->empty());
+  EXPECT_EQ(g.nodes().size(), 1u);
 }
 
 // An independent check of the memory plan: lifetimes are recomputed from the

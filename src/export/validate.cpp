@@ -1,0 +1,96 @@
+#include "export/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "export/interpreter.h"
+#include "kernels/portable/kernels.h"
+#include "runtime/program.h"
+
+namespace hf2pte::exp {
+
+namespace {
+
+int64_t vocab_size(const graph::Program& p) {
+  auto it = p.constant_methods.find("get_vocab_size");
+  if (it != p.constant_methods.end()) {
+    if (const auto* v = std::get_if<int64_t>(&it->second)) return std::max<int64_t>(*v, 1);
+  }
+  return 2;
+}
+
+/// Deterministic sample inputs: a short sequence, every dim at min(max, 5).
+std::vector<HostTensor> sample_inputs(const graph::Graph& g, int64_t vocab) {
+  std::map<std::string, int64_t> env;
+  for (const auto& [name, r] : g.dims()) env[name] = std::clamp<int64_t>(5, r.min, r.max);
+  std::vector<HostTensor> inputs;
+  for (auto v : g.inputs()) {
+    const auto& t = g.type(v);
+    HostTensor h{t.dtype, {}, {}};
+    for (const auto& s : t.sizes) h.sizes.push_back(s.evaluate(env).value_or(1));
+    int64_t n = h.numel();
+    h.bytes.resize(size_t(n) * element_size(t.dtype));
+    bool positions = g.value(v).name == "cache_position";
+    for (int64_t i = 0; i < n; ++i) {
+      if (t.dtype == ScalarType::kLong) h.data<int64_t>()[i] = positions ? i : (i * 7919 + 13) % vocab;
+      if (t.dtype == ScalarType::kFloat) h.data<float>()[i] = float(std::sin(0.37 * double(i + 1)));
+    }
+    inputs.push_back(std::move(h));
+  }
+  return inputs;
+}
+
+std::vector<double> as_doubles(const HostTensor& t) {
+  std::vector<double> out(size_t(t.numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (t.dtype == ScalarType::kFloat) out[i] = t.data<float>()[i];
+    else if (t.dtype == ScalarType::kLong) out[i] = double(t.data<int64_t>()[i]);
+    else if (t.dtype == ScalarType::kBool) out[i] = t.bytes[i] ? 1.0 : 0.0;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<ValidationResult> validate_export(const graph::Program& unlowered, const std::string& pte_path) {
+  ValidationResult result;
+  result.report = nlohmann::ordered_json::object();
+  HF2PTE_ASSIGN_OR_RETURN(auto program, rt::Program::load(pte_path));
+  const auto& kernels = portable_registry();
+  for (const auto& g : unlowered.methods) {
+    auto inputs = sample_inputs(g, vocab_size(unlowered));
+    GraphInterpreter interp(g, kernels);
+    HF2PTE_ASSIGN_OR_RETURN(auto expected, interp.run(inputs));
+    HF2PTE_ASSIGN_OR_RETURN(auto method, program->load_method(g.name(), kernels));
+    for (size_t i = 0; i < inputs.size(); ++i) HF2PTE_RETURN_IF_ERROR(method->set_input(i, inputs[i]));
+    HF2PTE_RETURN_IF_ERROR(method->execute());
+    nlohmann::ordered_json outs = nlohmann::ordered_json::array();
+    for (size_t o = 0; o < expected.size(); ++o) {
+      HF2PTE_ASSIGN_OR_RETURN(HostTensor got, method->output_tensor(o));
+      auto a = as_doubles(got), b = as_doubles(expected[o]);
+      double max_ref = 0, diff = 0;
+      bool shape_ok = got.sizes == expected[o].sizes && got.dtype == expected[o].dtype;
+      for (size_t i = 0; shape_ok && i < a.size(); ++i) {
+        max_ref = std::max(max_ref, std::fabs(b[i]));
+        double d = std::fabs(a[i] - b[i]);
+        diff = std::isnan(d) ? INFINITY : std::max(diff, d);
+      }
+      // fp32 with different summation orders: relative to the output's scale.
+      double tol = 1e-4 * std::max(1.0, max_ref);
+      outs.push_back({{"output", o}, {"max_abs_diff", shape_ok ? diff : INFINITY}, {"tolerance", tol},
+                      {"shape_matches", shape_ok}});
+      if (!shape_ok || !(diff <= tol)) {
+        result.ok = false;
+        result.message = shape_ok ? fmt::format("output {} of {} differs from the reference interpreter by {:.3g} (tolerance {:.3g})", o, g.name(), diff, tol)
+                                  : fmt::format("output {} of {} has a different shape or dtype than the reference interpreter's", o, g.name());
+      }
+    }
+    result.report[g.name()] = {{"sample_inputs", inputs.size()}, {"outputs", outs}};
+  }
+  return result;
+}
+
+}  // namespace hf2pte::exp
