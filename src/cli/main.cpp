@@ -1,9 +1,11 @@
 // hf2pte command line: export | run | inspect | generate | tokenize. Each command is a
 // thin layer over a library API; errors are printed as one line
 // "hf2pte: error: <what> (<where>)" with exit code 2 (bad input) or 1 (ours).
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <cstdio>
@@ -28,7 +30,21 @@ namespace {
 
 int fail(const Status& st) {
   std::fprintf(stderr, "hf2pte: error: %s\n", st.message().c_str());
+  if (st.code() == ErrorCode::kCancelled) return 130;  // as a shell reports SIGINT
   return is_input_error(st.code()) ? 2 : 1;
+}
+
+/// Set by SIGINT/SIGTERM; long-running commands poll it and clean up.
+std::atomic<bool> g_interrupted{false};
+
+void on_interrupt(int) { g_interrupted.store(true); }
+
+void install_interrupt_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
 double peak_rss_mib() {
@@ -123,6 +139,8 @@ int run_export(const ExportArgs& a) {
   req.config.verbose = a.verbose;
   req.embed_tokenizer = a.embed_tokenizer;
   req.on_text = [](const std::string& s) { std::fputs(s.c_str(), stdout); };
+  req.cancel = &g_interrupted;
+  install_interrupt_handlers();
   req.on_warning = [&](const std::string& s) {
     if (!a.quiet) std::fprintf(stderr, "hf2pte: warning: %s\n", s.c_str());
   };

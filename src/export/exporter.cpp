@@ -139,6 +139,8 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   if (req.embed_tokenizer) HF2PTE_RETURN_IF_ERROR(embed_tokenizer_files(req.model_dir, contents));
   pte::WriteOptions wo;
   wo.on_progress = [&](const pte::WriteProgress& p) { progress({"write", p.bytes_written, p.bytes_total}); };
+  wo.cancel = req.cancel;
+  auto cancelled = [&] { return req.cancel != nullptr && req.cancel->load(); };
   auto write_t0 = std::chrono::steady_clock::now();
   // Written under a temporary name and renamed only once validated: a program
   // that disagrees with the reference never appears under the output name.
@@ -165,6 +167,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
                                   ? "--no-validate"
                                   : fmt::format("constants exceed {} MiB; pass --validate to force", ExportConfig::kAutoValidateBytes >> 20)}};
   }
+  if (cancelled()) return discard(make_error(ErrorCode::kCancelled, "interrupted; nothing was written ({})", req.output_path));
   if (std::rename(staged.c_str(), req.output_path.c_str()) != 0) {
     return discard(make_error(ErrorCode::kIoError, "cannot rename the written program into place ({})", req.output_path));
   }

@@ -2,6 +2,7 @@
 // thin layer over this.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -29,6 +30,9 @@ struct ExportRequest {
   /// Receives graph dumps (--dump-graph) and, with config.verbose, stage notes.
   std::function<void(const std::string&)> on_text;
   std::function<void(const std::string&)> on_warning;
+  /// When it reads true (e.g. set by a SIGINT handler) the export stops with
+  /// kCancelled and leaves no output or temporary file behind.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct ExportSummary {

@@ -365,8 +365,14 @@ class VectorSink final : public ByteSink {
 /// Buffered writes to a file descriptor; large writes (mmapped weights) bypass the buffer.
 class FileSink final : public ByteSink {
  public:
-  FileSink(int fd, std::string display_path) : fd_(fd), path_(std::move(display_path)) { buffer_.reserve(kBufferSize); }
+  FileSink(int fd, std::string display_path, const std::atomic<bool>* cancel)
+      : fd_(fd), path_(std::move(display_path)), cancel_(cancel) {
+    buffer_.reserve(kBufferSize);
+  }
   Status write(const void* data, size_t size) override {
+    if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) {
+      return make_error(ErrorCode::kCancelled, "interrupted; nothing was written ({})", path_);
+    }
     if (buffer_.size() + size > kBufferSize) HF2PTE_RETURN_IF_ERROR(flush());
     if (size >= kBufferSize) return write_all(static_cast<const uint8_t*>(data), size);
     const auto* bytes = static_cast<const uint8_t*>(data);
@@ -399,6 +405,7 @@ class FileSink final : public ByteSink {
 
   int fd_;
   std::string path_;
+  const std::atomic<bool>* cancel_;
   std::vector<uint8_t> buffer_;
 };
 
@@ -520,7 +527,7 @@ Result<WriteSummary> write_pte(const std::string& path, PteContents contents, co
   HF2PTE_CHECK_OR_RETURN(fd >= 0, kIoError, "cannot create output: {} ({})", std::strerror(errno), temp_path);
   TempFile temp(temp_path, fd);
 
-  FileSink sink(temp.fd(), path);
+  FileSink sink(temp.fd(), path, options.cancel);
   HF2PTE_RETURN_IF_ERROR(emit(layout, sink, options));
   HF2PTE_RETURN_IF_ERROR(sink.flush());
   HF2PTE_CHECK_OR_RETURN(::fsync(temp.fd()) == 0, kIoError, "cannot sync output: {} ({})", std::strerror(errno),

@@ -5,6 +5,7 @@
 // same directory, then renamed.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -62,6 +63,9 @@ struct PteContents {
 struct WriteOptions {
   /// Called after every blob (and at the end) with bytes written so far.
   std::function<void(const WriteProgress&)> on_progress;
+  /// Polled before every write; when it reads true the write stops with
+  /// kCancelled and the temporary file is removed (e.g. set from SIGINT).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct WriteSummary {

@@ -4,6 +4,8 @@
 
 #include "checkpoint/checkpoint.h"
 #include "export/decompositions.h"
+#include "export/exporter.h"
+#include <filesystem>
 #include "export/interpreter.h"
 #include "kernels/portable/kernels.h"
 #include "models/model_builder.h"
@@ -165,6 +167,22 @@ TEST(Emit, KernelCallArgsFollowTheUpstreamConvention) {
   EXPECT_EQ(ep.operators[0]->overload, "out");
   EXPECT_EQ(ep.non_const_buffer_sizes[0], 0);
   EXPECT_EQ(contents->program.execution_plan[1]->name, "get_answer");
+}
+
+TEST(Exporter, InterruptLeavesNoFileBehind) {
+  namespace fs = std::filesystem;
+  auto dir = fs::path(HF2PTE_BINARY_DIR) / "test_tmp" / "interrupt";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::atomic<bool> cancel{true};  // as if SIGINT arrived before the first byte
+  ExportRequest req;
+  req.model_dir = std::string(HF2PTE_SOURCE_DIR) + "/tests/data/fixtures/llama-mha";
+  req.output_path = (dir / "m.pte").string();
+  req.cancel = &cancel;
+  auto r = export_model(req);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kCancelled) << r.status().message();
+  EXPECT_TRUE(fs::is_empty(dir)) << "files left behind";
 }
 
 // ---- rule tests: the graph before and after a rule, through the reference interpreter ----
