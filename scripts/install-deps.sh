@@ -10,6 +10,8 @@ PACKAGES=(
   libcli11-dev                              # command line
   libfmt-dev                                # formatting
   libgtest-dev libgmock-dev                 # tests
+  clang libclang-rt-14-dev                  # sanitizer build and libFuzzer targets
+  libpcre2-dev libutf8proc-dev libsentencepiece-dev  # tokenizers: regex, Unicode, tokenizer.model
 )
 
 missing=()

@@ -28,8 +28,18 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
       return make_error(ErrorCode::kIoError, "cannot map file: {} ({})", std::strerror(errno), path);
     }
     f->data_ = static_cast<const uint8_t*>(p);
+    f->mapped_ = true;
   }
   ::close(fd);
+  return f;
+}
+
+std::shared_ptr<MappedFile> MappedFile::from_bytes(std::vector<uint8_t> bytes, std::string name) {
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->owned_ = std::move(bytes);
+  f->data_ = f->owned_.data();
+  f->size_ = f->owned_.size();
+  f->path_ = std::move(name);
   return f;
 }
 
@@ -41,7 +51,7 @@ void MappedFile::release_pages(const void* data, size_t size) {
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace hf2pte

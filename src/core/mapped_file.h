@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -16,6 +17,8 @@ class MappedFile {
  public:
   /// Maps `path` read-only. An empty file maps to an empty span.
   static Result<std::shared_ptr<MappedFile>> open(const std::string& path);
+  /// Bytes already in memory, behind the same interface (tests and fuzzers).
+  static std::shared_ptr<MappedFile> from_bytes(std::vector<uint8_t> bytes, std::string name);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -36,6 +39,8 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::string path_;
+  std::vector<uint8_t> owned_;  // from_bytes only; nothing is mapped then
+  bool mapped_ = false;
 };
 
 }  // namespace hf2pte

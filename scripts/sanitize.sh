@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Robustness job: builds everything with clang + AddressSanitizer +
+# UndefinedBehaviorSanitizer, runs the whole test suite under them, then runs
+# each fuzz target for FUZZ_SECONDS (default 20) on seed corpora from tests/data.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+  -DHF2PTE_SANITIZE=ON -DHF2PTE_FUZZ=ON >/dev/null
+cmake --build build-asan -j "$(nproc)"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+
+corpus() {  # corpus NAME FILES...: a fresh corpus folder seeded with FILES
+  local dir="build-asan/corpus/$1"; shift
+  rm -rf "$dir"; mkdir -p "$dir"
+  local i=0
+  for f in "$@"; do cp "$f" "$dir/$((i++))-$(basename "$f")"; done
+  echo "$dir"
+}
+run_fuzzer() {  # run_fuzzer TARGET CORPUS
+  echo "fuzz: $1 for ${FUZZ_SECONDS}s"
+  "build-asan/fuzz/$1" "$2" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -max_len=262144 \
+    -print_final_stats=1 2>&1 | grep -E "stat::number_of_executed_units|cov:|ERROR|SUMMARY" | tail -4
+  test "${PIPESTATUS[0]}" -eq 0
+}
+run_fuzzer fuzz_pte "$(corpus pte tests/data/conformance/*.pte tests/data/conformance/lstm/lstm.pte)"
+run_fuzzer fuzz_safetensors "$(corpus safetensors tests/data/fixtures/llama-gqa-tied-bf16/model.safetensors)"
+run_fuzzer fuzz_config "$(corpus config tests/data/fixtures/*/config.json)"
+run_fuzzer fuzz_npy "$(corpus npy tests/data/fixtures/llama-mha/*.npy)"
