@@ -9,6 +9,7 @@ PACKAGES=(
   nlohmann-json3-dev                        # config.json, JSON output
   libcli11-dev                              # command line
   libfmt-dev                                # formatting
+  libopenblas-dev                           # optimized kernels: sgemm/sgemv
   libgtest-dev libgmock-dev                 # tests
   clang libclang-rt-14-dev                  # sanitizer build and libFuzzer targets
   libpcre2-dev libutf8proc-dev libsentencepiece-dev  # tokenizers: regex, Unicode, tokenizer.model

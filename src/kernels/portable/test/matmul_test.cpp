@@ -33,6 +33,7 @@ TEST_P(MatmulTest, MmStridedOperandsAndOut) {
 }
 
 TEST_P(MatmulTest, MmAccumulatesInDouble) {
+  if (GetParam().name != "portable") GTEST_SKIP() << "only the reference kernels accumulate in double";
   // 1e8 + 1 - 1e8 + 1 is 2 in exact arithmetic; a float32 running sum gives 1.
   auto* out = a.out(kF32, {1, 1});
   HF2PTE_EXPECT_OK(run("aten::mm.out", {a.tensor<float>({1, 4}, {1e8f, 1, -1e8f, 1}),
