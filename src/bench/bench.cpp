@@ -1,0 +1,120 @@
+#include "bench/bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "ops/op_table.h"
+#include "pte/pte_file.h"
+#include "runtime/program.h"
+
+namespace hf2pte::bench {
+
+namespace {
+
+double seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+double measure_read_bandwidth(int threads, size_t bytes) {
+  threads = std::max(threads, 1);
+  std::vector<uint64_t> buf(bytes / sizeof(uint64_t));
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i;  // touch every page before timing
+  double best = 0;
+  std::vector<uint64_t> sums(size_t(threads) * 8);
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    size_t chunk = buf.size() / size_t(threads);
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const uint64_t* p = buf.data() + size_t(t) * chunk;
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (size_t i = 0; i + 4 <= chunk; i += 4) s0 += p[i], s1 += p[i + 1], s2 += p[i + 2], s3 += p[i + 3];
+        sums[size_t(t) * 8] = s0 + s1 + s2 + s3;  // padded: no false sharing
+      });
+    }
+    for (auto& th : pool) th.join();
+    best = std::max(best, double(chunk * size_t(threads) * sizeof(uint64_t)) / seconds(t0) / 1e9);
+  }
+  return best;
+}
+
+Result<uint64_t> weight_bytes_per_token(const std::string& pte_path) {
+  namespace fb = executorch_flatbuffer;
+  HF2PTE_ASSIGN_OR_RETURN(auto file, pte::PteFile::open(pte_path));
+  const fb::ExecutionPlan* forward = nullptr;
+  for (const auto* ep : *file->program().execution_plan()) {
+    if (ep->name() && ep->name()->str() == "forward") forward = ep;
+  }
+  HF2PTE_CHECK_OR_RETURN(forward != nullptr, kNotFound, "no forward method ({})", pte_path);
+  std::set<int> seen;
+  uint64_t total = 0;
+  for (const auto* chain : *forward->chains()) {
+    for (const auto* ins : *chain->instructions()) {
+      const auto* call = ins->instr_args_as_KernelCall();
+      if (call == nullptr || call->args() == nullptr) continue;
+      std::string op;
+      if (call->op_index() >= 0 && uint32_t(call->op_index()) < forward->operators()->size()) {
+        op = forward->operators()->Get(uint32_t(call->op_index()))->name()->str();
+      }
+      for (int a : *call->args()) {
+        if (a < 0 || uint32_t(a) >= forward->values()->size() || !seen.insert(a).second) continue;
+        const auto* t = forward->values()->Get(uint32_t(a))->val_as_Tensor();
+        if (t == nullptr || t->data_buffer_idx() == 0 || t->allocation_info() != nullptr || t->sizes() == nullptr) continue;
+        uint64_t n = element_size(ScalarType(t->scalar_type()));
+        for (auto s : *t->sizes()) n *= uint64_t(std::max(s, 0));
+        // Lookups read one row per token, not the whole table.
+        bool lookup = op == "aten::embedding" || op == "aten::index_select";
+        if (lookup && t->sizes()->size() >= 1 && t->sizes()->Get(0) > 0) n /= uint64_t(t->sizes()->Get(0));
+        total += n;
+      }
+    }
+  }
+  return total;
+}
+
+Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOptions& o, const rt::KernelRegistry& kernels) {
+  BenchResult r;
+  r.threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  HF2PTE_ASSIGN_OR_RETURN(auto program, rt::Program::load(pte_path));
+  HF2PTE_ASSIGN_OR_RETURN(auto method, program->load_method("forward", kernels));
+  auto meta = method->input_meta(0);
+  HF2PTE_CHECK_OR_RETURN(meta.sizes.size() == 2 && method->num_inputs() == 2, kInvalidProgram,
+                         "bench needs an LLM program: forward(input_ids[1, S], cache_position[S]) ({})", pte_path);
+  const int64_t max_len = meta.sizes[1];
+  r.prompt_len = int(std::min<int64_t>(o.prompt_len, max_len - 1));
+  r.gen = int(std::min<int64_t>(o.gen, max_len - r.prompt_len));
+  HF2PTE_CHECK_OR_RETURN(r.prompt_len >= 1 && r.gen >= 1, kInvalidArgument, "prompt length and generated tokens must be at least 1");
+  auto step = [&](int64_t start, int64_t n) -> Status {
+    std::vector<int64_t> ids(static_cast<size_t>(n)), pos(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = (start + i) % 2 + 1, pos[size_t(i)] = start + i;
+    HF2PTE_RETURN_IF_ERROR(method->set_input(0, HostTensor::from(ScalarType::kLong, {1, n}, ids)));
+    HF2PTE_RETURN_IF_ERROR(method->set_input(1, HostTensor::from(ScalarType::kLong, {n}, pos)));
+    return method->execute();
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  HF2PTE_RETURN_IF_ERROR(step(0, r.prompt_len));
+  r.prefill_seconds = seconds(t0);
+  auto t1 = std::chrono::steady_clock::now();
+  for (int i = 0; i < r.gen; ++i) HF2PTE_RETURN_IF_ERROR(step(r.prompt_len + i, 1));
+  r.decode_seconds = seconds(t1);
+  r.prefill_tok_s = r.prompt_len / r.prefill_seconds;
+  r.decode_tok_s = r.gen / r.decode_seconds;
+  HF2PTE_ASSIGN_OR_RETURN(r.weight_bytes_per_token, weight_bytes_per_token(pte_path));
+  r.bandwidth_gb_s = measure_read_bandwidth(r.threads);
+  r.decode_bandwidth_share = double(r.weight_bytes_per_token) * r.decode_tok_s / (r.bandwidth_gb_s * 1e9);
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  r.peak_rss_mib = double(ru.ru_maxrss) / 1024.0;
+  return r;
+}
+
+}  // namespace hf2pte::bench

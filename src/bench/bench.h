@@ -1,0 +1,39 @@
+// LLM benchmark: prefill and decode tokens/s of a program's `forward`, the
+// machine's measured read bandwidth, and decode's share of the bandwidth limit
+// (weight bytes read per token x tokens/s / bandwidth), all from one run.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "runtime/kernel.h"
+
+namespace hf2pte::bench {
+
+struct BenchOptions {
+  int prompt_len = 128;
+  int gen = 64;
+  int threads = 0;  ///< 0: all cores
+};
+
+struct BenchResult {
+  int prompt_len = 0, gen = 0, threads = 0;
+  double prefill_tok_s = 0, decode_tok_s = 0;
+  double prefill_seconds = 0, decode_seconds = 0;
+  uint64_t weight_bytes_per_token = 0;  ///< constants a decode step reads
+  double bandwidth_gb_s = 0;            ///< measured read bandwidth, same threads
+  double decode_bandwidth_share = 0;    ///< weight bytes/token * tok/s / bandwidth
+  double peak_rss_mib = 0;
+};
+
+/// Streams a buffer larger than the caches with `threads` threads; best of 3 (GB/s).
+double measure_read_bandwidth(int threads, size_t bytes = size_t(1) << 30);
+
+/// Bytes of constant tensors one decode step of `forward` reads: every constant
+/// an instruction uses, counted once, except embedding tables (one row per token).
+Result<uint64_t> weight_bytes_per_token(const std::string& pte_path);
+
+Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOptions& options,
+                                  const rt::KernelRegistry& kernels);
+
+}  // namespace hf2pte::bench
