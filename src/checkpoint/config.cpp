@@ -16,6 +16,8 @@ enum class SlidingRule : uint8_t {
   kNever,      // LlamaModel has no sliding window; the key is ignored
   kAllLayers,  // Mistral, Phi-3: every layer uses sliding_window when it is set
   kQwen2,      // only with use_sliding_window, and only layers >= max_window_layers
+  kEvenLayers, // Gemma 2: layers 0, 2, 4, ... slide
+  kPattern,    // Gemma 3: layer i is global iff (i + 1) % sliding_window_pattern == 0
 };
 
 // The defaults of each transformers config class for keys a config.json may
@@ -44,12 +46,61 @@ enum class SlidingRule : uint8_t {
 //                  max_position_embeddings 4096, original_max_position_embeddings 4096,
 //                  rms_norm_eps 1e-5, bos 1, eos 32000, pad 32000, tie_word_embeddings False,
 //                  rope_theta 10000.0, sliding_window None (every layer when set).
+// Newer classes (same files, transformers 4.51.3 for qwen3 / qwen3_moe / gemma3 / olmo2):
+//   Qwen3Config:   as Qwen2 plus head_dim 128; tie False.
+//   Qwen3MoeConfig: num_key_value_heads 4, as Qwen2 otherwise; num_experts 128,
+//                  num_experts_per_tok 8, moe_intermediate_size 768, norm_topk_prob False,
+//                  decoder_sparse_step 1, mlp_only_layers [].
+//   GemmaConfig:   num_key_value_heads 16, head_dim 256, hidden_activation None (->
+//                  gelu_pytorch_tanh), max_position_embeddings 8192, rms_norm_eps 1e-6,
+//                  bos 2, eos 1, pad 0, tie_word_embeddings True.
+//   Gemma2Config:  as Gemma plus query_pre_attn_scalar 256, sliding_window 4096 (even layers),
+//                  attn_logit_softcapping 50.0, final_logit_softcapping 30.0.
+//   Gemma3TextConfig: num_key_value_heads 4, max_position_embeddings 131072, rope_theta 1e6,
+//                  rope_local_base_freq 10000, sliding_window 4096, sliding_window_pattern 6,
+//                  softcappings None, query_pre_attn_scalar 256.
+//   Olmo2Config:   num_key_value_heads None, max_position_embeddings 2048, rms_norm_eps 1e-5,
+//                  bos None, eos 50279, pad 1, tie False.
+//   PhiConfig:     num_key_value_heads None, hidden_act gelu_new, max_position_embeddings 2048,
+//                  layer_norm_eps 1e-5, partial_rotary_factor 0.5, qk_layernorm False,
+//                  bos 1, eos 2, tie False.
+//   GPTNeoXConfig: hidden_act gelu, rotary_pct 0.25, rotary_emb_base 10000,
+//                  max_position_embeddings 2048, layer_norm_eps 1e-5, bos 0, eos 2,
+//                  use_parallel_residual True, attention_bias True, tie False.
+//   GPT2Config:    n_positions 1024, n_inner None (-> 4 * n_embd), activation_function gelu_new,
+//                  layer_norm_epsilon 1e-5, bos/eos 50256, tie_word_embeddings True (PretrainedConfig's);
+//                  attribute_map hidden_size=n_embd, num_hidden_layers=n_layer,
+//                  num_attention_heads=n_head, max_position_embeddings=n_positions.
+//   MixtralConfig: num_key_value_heads 8, max_position_embeddings 131072, rms_norm_eps 1e-5,
+//                  rope_theta 1e6, sliding_window None, num_local_experts 8,
+//                  num_experts_per_tok 2, bos 1, eos 2, tie False.
 // Note that tie_word_embeddings defaults to False for all four: the True of
 // PretrainedConfig applies only to classes that do not pass their own value
 // (Gemma, GPT-2, BERT), which is why those omit the key when tied.
 // num_key_value_heads follows the classes too: an absent key is 8 for mistral
 // and 32 for qwen2 (what transformers loads), an explicit null means
 // num_attention_heads for all.
+// Columns of the newer classes (defaults = the Llama-family values).
+struct FamilyDefaults {
+  std::optional<int64_t> head_dim = std::nullopt;  // nullopt: hidden_size / num_attention_heads
+  double rope_theta = 10000.0;
+  double partial_rotary_factor = 1.0;
+  std::string_view hidden_act = "silu";
+  bool gemma_activation = false;  // "hidden_activation" wins; its None means gelu_pytorch_tanh
+  bool tie_word_embeddings = false;
+  std::string_view eps_key = "rms_norm_eps";
+  bool attention_bias = false;
+  std::optional<double> query_pre_attn_scalar = std::nullopt;
+  std::optional<double> attn_logit_softcapping = std::nullopt;
+  std::optional<double> final_logit_softcapping = std::nullopt;
+  std::optional<double> rope_local_base_freq = std::nullopt;
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  bool norm_topk_prob = true;
+  int64_t moe_intermediate_size = 0;
+  bool gpt2_keys = false;  // n_embd, n_layer, ... (GPT2Config's attribute_map); n_inner None = 4 * n_embd
+};
+
 struct Defaults {
   std::string_view model_type;
   std::optional<int64_t> num_key_value_heads;  // nullopt: num_attention_heads
@@ -61,16 +112,38 @@ struct Defaults {
   SlidingRule sliding_rule;
   std::optional<int64_t> sliding_window;
   std::optional<int64_t> original_max_position_embeddings;
+  FamilyDefaults family{};
 };
 
-constexpr double kDefaultRopeTheta = 10000.0;  // all four classes
 constexpr int64_t kQwen2DefaultMaxWindowLayers = 28;
+constexpr int64_t kGemma3DefaultSlidingWindowPattern = 6;
+constexpr auto kNone = std::nullopt;
 
 const Defaults kDefaults[] = {
     {"llama", std::nullopt, 2048, 1e-6, 1, 2, std::nullopt, SlidingRule::kNever, std::nullopt, std::nullopt},
     {"mistral", 8, 4096 * 32, 1e-6, 1, 2, std::nullopt, SlidingRule::kAllLayers, 4096, std::nullopt},
     {"qwen2", 32, 32768, 1e-6, std::nullopt, std::nullopt, std::nullopt, SlidingRule::kQwen2, 4096, std::nullopt},
     {"phi3", std::nullopt, 4096, 1e-5, 1, 32000, 32000, SlidingRule::kAllLayers, std::nullopt, 4096},
+    {"qwen3", 32, 32768, 1e-6, kNone, kNone, kNone, SlidingRule::kQwen2, 4096, kNone, {.head_dim = 128}},
+    {"qwen3_moe", 4, 32768, 1e-6, kNone, kNone, kNone, SlidingRule::kQwen2, 4096, kNone, {.num_experts = 128,
+     .num_experts_per_tok = 8, .norm_topk_prob = false, .moe_intermediate_size = 768}},
+    {"gemma", 16, 8192, 1e-6, 2, 1, 0, SlidingRule::kNever, kNone, kNone, {.head_dim = 256,
+     .hidden_act = "gelu_pytorch_tanh", .gemma_activation = true, .tie_word_embeddings = true}},
+    {"gemma2", 16, 8192, 1e-6, 2, 1, 0, SlidingRule::kEvenLayers, 4096, kNone, {.head_dim = 256,
+     .hidden_act = "gelu_pytorch_tanh", .gemma_activation = true, .tie_word_embeddings = true,
+     .query_pre_attn_scalar = 256.0, .attn_logit_softcapping = 50.0, .final_logit_softcapping = 30.0}},
+    {"gemma3_text", 4, 131072, 1e-6, 2, 1, 0, SlidingRule::kPattern, 4096, kNone, {.head_dim = 256,
+     .rope_theta = 1e6, .hidden_act = "gelu_pytorch_tanh", .gemma_activation = true, .tie_word_embeddings = true,
+     .query_pre_attn_scalar = 256.0, .rope_local_base_freq = 10000.0}},
+    {"olmo2", kNone, 2048, 1e-5, kNone, 50279, 1, SlidingRule::kNever, kNone, kNone},
+    {"phi", kNone, 2048, 1e-5, 1, 2, kNone, SlidingRule::kNever, kNone, kNone, {.partial_rotary_factor = 0.5,
+     .hidden_act = "gelu_new", .eps_key = "layer_norm_eps"}},
+    {"gpt_neox", kNone, 2048, 1e-5, 0, 2, kNone, SlidingRule::kNever, kNone, kNone, {.partial_rotary_factor = 0.25,
+     .hidden_act = "gelu", .eps_key = "layer_norm_eps", .attention_bias = true}},
+    {"gpt2", kNone, 1024, 1e-5, 50256, 50256, kNone, SlidingRule::kNever, kNone, kNone, {.hidden_act = "gelu_new",
+     .tie_word_embeddings = true, .eps_key = "layer_norm_epsilon", .gpt2_keys = true}},
+    {"mixtral", 8, 4096 * 32, 1e-5, 1, 2, kNone, SlidingRule::kAllLayers, kNone, kNone, {.rope_theta = 1e6,
+     .num_experts = 8, .num_experts_per_tok = 2}},
 };
 
 const Defaults* find_defaults(std::string_view model_type) {
@@ -111,7 +184,7 @@ Result<std::optional<int64_t>> token_id(const json& config, std::string_view key
 // (rope_theta, partial_rotary_factor, rope_scaling) or the 5.x rope_parameters.
 // As in transformers' convert_rope_params_to_dict: a non-null rope_scaling
 // wins over rope_parameters, and values inside the dict win over top-level keys.
-Status parse_rope(const json& config, const std::string& where, LlamaFamilyConfig* out) {
+Status parse_rope(const json& config, const Defaults& d, const std::string& where, LlamaFamilyConfig* out) {
   const json* rope = nullptr;
   std::string rope_key;
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
@@ -124,8 +197,18 @@ Status parse_rope(const json& config, const std::string& where, LlamaFamilyConfi
     rope_key = key;
     break;
   }
-  HF2PTE_ASSIGN_OR_RETURN(out->rope_theta, get_double_or(config, "rope_theta", kDefaultRopeTheta, where));
-  HF2PTE_ASSIGN_OR_RETURN(out->partial_rotary_factor, get_double_or(config, "partial_rotary_factor", 1.0, where));
+  // GPT-NeoX spells them rotary_emb_base / rotary_pct.
+  const char* theta_key = config.contains("rope_theta") || !config.contains("rotary_emb_base") ? "rope_theta" : "rotary_emb_base";
+  const char* partial_key =
+      config.contains("partial_rotary_factor") || !config.contains("rotary_pct") ? "partial_rotary_factor" : "rotary_pct";
+  HF2PTE_ASSIGN_OR_RETURN(out->rope_theta, get_double_or(config, theta_key, d.family.rope_theta, where));
+  HF2PTE_ASSIGN_OR_RETURN(out->partial_rotary_factor,
+                          get_double_or(config, partial_key, d.family.partial_rotary_factor, where));
+  if (d.family.rope_local_base_freq) {
+    HF2PTE_ASSIGN_OR_RETURN(double local, get_double_or(config, "rope_local_base_freq", *d.family.rope_local_base_freq, where));
+    HF2PTE_RETURN_IF_ERROR(must_be_positive_finite("rope_local_base_freq", local, where));
+    out->rope_local_base_freq = local;
+  }
   out->rope_scaling = json();  // null
   if (rope != nullptr) {
     if (rope->contains("rope_theta")) {
@@ -158,70 +241,139 @@ Status parse_rope(const json& config, const std::string& where, LlamaFamilyConfi
   return Status::ok();
 }
 
+// Newer transformers write the per-layer list `layer_types`; when present it
+// overrides the class's rule.
+Status parse_explicit_layer_types(const json& types, const std::string& where, LlamaFamilyConfig* out) {
+  const int64_t layers = out->num_hidden_layers;
+  HF2PTE_CHECK_OR_RETURN(types.is_array(), kInvalidInput,
+                         "{}: field 'layer_types' has wrong type; expected array, got {} ({})", json_label(where),
+                         json_type_name(types), where);
+  HF2PTE_CHECK_OR_RETURN(int64_t(types.size()) == layers, kInvalidInput,
+                         "{}: field 'layer_types' has wrong length; expected {} (num_hidden_layers), got {} ({})",
+                         json_label(where), layers, types.size(), where);
+  for (size_t i = 0; i < types.size(); ++i) {
+    const json& t = types[i];
+    if (t == "full_attention") {
+      out->layer_types[i] = AttentionKind::kFull;
+    } else if (t == "sliding_attention") {
+      out->layer_types[i] = AttentionKind::kSliding;
+    } else {
+      return make_error(ErrorCode::kInvalidInput,
+                        "{}: bad layer_types[{}]; expected \"full_attention\" or \"sliding_attention\", got {} ({})",
+                        json_label(where), i, t.dump(), where);
+    }
+  }
+  return Status::ok();
+}
+
 Status parse_layer_types(const json& config, const Defaults& d, const std::string& where, LlamaFamilyConfig* out) {
   const int64_t layers = out->num_hidden_layers;
   out->layer_types.assign(size_t(layers), AttentionKind::kFull);
+  if (d.sliding_rule == SlidingRule::kNever) {
+    out->sliding_window.reset();
+    return Status::ok();
+  }
+  if (config.contains("sliding_window")) {
+    HF2PTE_ASSIGN_OR_RETURN(out->sliding_window, get_optional_int(config, "sliding_window", where));
+  } else {
+    out->sliding_window = d.sliding_window;
+  }
   switch (d.sliding_rule) {
     case SlidingRule::kNever:
-      out->sliding_window.reset();
-      return Status::ok();
-    case SlidingRule::kAllLayers: {
-      if (config.contains("sliding_window")) {
-        HF2PTE_ASSIGN_OR_RETURN(out->sliding_window, get_optional_int(config, "sliding_window", where));
-      } else {
-        out->sliding_window = d.sliding_window;
-      }
+      break;
+    case SlidingRule::kAllLayers:
       if (out->sliding_window) out->layer_types.assign(size_t(layers), AttentionKind::kSliding);
       break;
-    }
     case SlidingRule::kQwen2: {
       HF2PTE_ASSIGN_OR_RETURN(bool use, get_bool_or(config, "use_sliding_window", false, where));
-      if (config.contains("sliding_window")) {
-        HF2PTE_ASSIGN_OR_RETURN(out->sliding_window, get_optional_int(config, "sliding_window", where));
-      } else {
-        out->sliding_window = d.sliding_window;
-      }
       // Qwen2Config: sliding_window = sliding_window if use_sliding_window else None.
       if (!use) out->sliding_window.reset();
-      auto explicit_types = config.find("layer_types");
-      if (explicit_types != config.end() && !explicit_types->is_null()) {
-        // Newer transformers write the per-layer list; it overrides the rule.
-        HF2PTE_CHECK_OR_RETURN(explicit_types->is_array(), kInvalidInput,
-                               "{}: field 'layer_types' has wrong type; expected array, got {} ({})",
-                               json_label(where), json_type_name(*explicit_types), where);
-        HF2PTE_CHECK_OR_RETURN(int64_t(explicit_types->size()) == layers, kInvalidInput,
-                               "{}: field 'layer_types' has wrong length; expected {} (num_hidden_layers), got {} ({})",
-                               json_label(where), layers, explicit_types->size(), where);
-        for (size_t i = 0; i < explicit_types->size(); ++i) {
-          const json& t = (*explicit_types)[i];
-          if (t == "full_attention") {
-            out->layer_types[i] = AttentionKind::kFull;
-          } else if (t == "sliding_attention") {
-            out->layer_types[i] = AttentionKind::kSliding;
-          } else {
-            return make_error(ErrorCode::kInvalidInput,
-                              "{}: bad layer_types[{}]; expected \"full_attention\" or \"sliding_attention\", got {} "
-                              "({})",
-                              json_label(where), i, t.dump(), where);
-          }
-        }
-      } else if (out->sliding_window) {
+      if (out->sliding_window) {
         HF2PTE_ASSIGN_OR_RETURN(int64_t first,
                                 get_int_or(config, "max_window_layers", kQwen2DefaultMaxWindowLayers, where));
         for (int64_t i = std::max<int64_t>(first, 0); i < layers; ++i) {
           out->layer_types[size_t(i)] = AttentionKind::kSliding;
         }
       }
-      bool any_sliding = false;
-      for (AttentionKind k : out->layer_types) any_sliding = any_sliding || k == AttentionKind::kSliding;
-      HF2PTE_CHECK_OR_RETURN(!any_sliding || out->sliding_window.has_value(), kInvalidInput,
-                             "{}: layer_types has sliding_attention layers; expected a sliding_window, got null ({})",
-                             json_label(where), where);
+      break;
+    }
+    case SlidingRule::kEvenLayers:
+      for (int64_t i = 0; out->sliding_window && i < layers; i += 2) {
+        out->layer_types[size_t(i)] = AttentionKind::kSliding;
+      }
+      break;
+    case SlidingRule::kPattern: {
+      HF2PTE_ASSIGN_OR_RETURN(int64_t pattern, get_int_or(config, "sliding_window_pattern",
+                                                          kGemma3DefaultSlidingWindowPattern, where));
+      HF2PTE_RETURN_IF_ERROR(must_be_positive("sliding_window_pattern", pattern, where));
+      for (int64_t i = 0; out->sliding_window && i < layers; ++i) {
+        if ((i + 1) % pattern != 0) out->layer_types[size_t(i)] = AttentionKind::kSliding;
+      }
       break;
     }
   }
+  auto explicit_types = config.find("layer_types");
+  if (explicit_types != config.end() && !explicit_types->is_null()) {
+    HF2PTE_RETURN_IF_ERROR(parse_explicit_layer_types(*explicit_types, where, out));
+  }
+  bool any_sliding = false;
+  for (AttentionKind k : out->layer_types) any_sliding = any_sliding || k == AttentionKind::kSliding;
+  HF2PTE_CHECK_OR_RETURN(!any_sliding || out->sliding_window.has_value(), kInvalidInput,
+                         "{}: layer_types has sliding_attention layers; expected a sliding_window, got null ({})",
+                         json_label(where), where);
   if (out->sliding_window) {
     HF2PTE_RETURN_IF_ERROR(must_be_positive("sliding_window", *out->sliding_window, where));
+  }
+  return Status::ok();
+}
+
+// Optional doubles whose absence means the class default and whose null means "off".
+Result<std::optional<double>> optional_double(const json& config, std::string_view key,
+                                              std::optional<double> fallback, const std::string& where) {
+  if (!config.contains(key)) return fallback;
+  return get_optional_double(config, key, where);
+}
+
+// The keys of the newer families: activation spelling, Gemma attention
+// scaling and soft-capping, Phi / GPT-NeoX switches, mixture of experts.
+Status parse_family_keys(const json& config, const Defaults& d, const std::string& where, LlamaFamilyConfig* c) {
+  HF2PTE_ASSIGN_OR_RETURN(c->hidden_act, get_string_or(config, "hidden_act", std::string(d.family.hidden_act), where));
+  if (d.family.gemma_activation) {
+    // transformers' Gemma classes read hidden_activation; its None means
+    // gelu_pytorch_tanh (the early-2024 GELU fix), whatever hidden_act says.
+    HF2PTE_ASSIGN_OR_RETURN(auto act, get_optional_string(config, "hidden_activation", where));
+    c->hidden_act = act.value_or(std::string(d.family.hidden_act));
+  }
+  HF2PTE_ASSIGN_OR_RETURN(c->query_pre_attn_scalar,
+                          optional_double(config, "query_pre_attn_scalar", d.family.query_pre_attn_scalar, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->attn_logit_softcapping,
+                          optional_double(config, "attn_logit_softcapping", d.family.attn_logit_softcapping, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->final_logit_softcapping,
+                          optional_double(config, "final_logit_softcapping", d.family.final_logit_softcapping, where));
+  for (const auto& [key, v] : {std::pair{"query_pre_attn_scalar", c->query_pre_attn_scalar},
+                               std::pair{"attn_logit_softcapping", c->attn_logit_softcapping},
+                               std::pair{"final_logit_softcapping", c->final_logit_softcapping}}) {
+    if (v) HF2PTE_RETURN_IF_ERROR(must_be_positive_finite(key, *v, where));
+  }
+  HF2PTE_ASSIGN_OR_RETURN(c->qk_layernorm, get_bool_or(config, "qk_layernorm", false, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->use_parallel_residual, get_bool_or(config, "use_parallel_residual", true, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->scale_attn_weights, get_bool_or(config, "scale_attn_weights", true, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->scale_attn_by_inverse_layer_idx,
+                          get_bool_or(config, "scale_attn_by_inverse_layer_idx", false, where));
+
+  const char* experts_key = config.contains("num_local_experts") ? "num_local_experts" : "num_experts";
+  HF2PTE_ASSIGN_OR_RETURN(c->num_experts, get_int_or(config, experts_key, d.family.num_experts, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->num_experts_per_tok, get_int_or(config, "num_experts_per_tok", d.family.num_experts_per_tok, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->norm_topk_prob, get_bool_or(config, "norm_topk_prob", d.family.norm_topk_prob, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->moe_intermediate_size,
+                          get_int_or(config, "moe_intermediate_size", d.family.moe_intermediate_size, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->decoder_sparse_step, get_int_or(config, "decoder_sparse_step", 1, where));
+  HF2PTE_ASSIGN_OR_RETURN(auto dense_layers, get_optional_int_list(config, "mlp_only_layers", where));
+  c->mlp_only_layers = dense_layers.value_or(std::vector<int64_t>{});
+  if (c->num_experts > 0) {
+    HF2PTE_CHECK_OR_RETURN(c->num_experts_per_tok > 0 && c->num_experts_per_tok <= c->num_experts, kInvalidInput,
+                           "{}: field 'num_experts_per_tok' out of range; expected 1..{}, got {} ({})",
+                           json_label(where), c->num_experts, c->num_experts_per_tok, where);
   }
   return Status::ok();
 }
@@ -234,13 +386,10 @@ std::string_view attention_kind_name(AttentionKind kind) {
   return kind == AttentionKind::kSliding ? "sliding_attention" : "full_attention";
 }
 
-Result<LlamaFamilyConfig> parse_llama_family_config(const json& config, const std::string& where) {
-  HF2PTE_CHECK_OR_RETURN(config.is_object(), kInvalidInput, "{}: expected a JSON object, got {} ({})",
-                         json_label(where), json_type_name(config), where);
-  LlamaFamilyConfig c;
-  HF2PTE_ASSIGN_OR_RETURN(c.model_type, get_string(config, "model_type", where));
-  // Unknown types get LlamaConfig's defaults; the builder rejects them by name.
-  const Defaults& d = find_defaults(c.model_type) ? *find_defaults(c.model_type) : kDefaults[0];
+namespace {
+
+Result<LlamaFamilyConfig> parse_renamed(const json& config, const Defaults& d, const std::string& where,
+                                        LlamaFamilyConfig c) {
 
   HF2PTE_ASSIGN_OR_RETURN(c.hidden_size, required_positive(config, "hidden_size", where));
   HF2PTE_ASSIGN_OR_RETURN(c.intermediate_size, required_positive(config, "intermediate_size", where));
@@ -263,7 +412,10 @@ Result<LlamaFamilyConfig> parse_llama_family_config(const json& config, const st
   // head_dim: transformers computes hidden_size // num_attention_heads when it
   // is absent; we refuse a remainder instead of truncating, since q_proj's
   // shape would then not be [hidden, hidden].
-  HF2PTE_ASSIGN_OR_RETURN(std::optional<int64_t> head_dim, get_optional_int(config, "head_dim", where));
+  std::optional<int64_t> head_dim = d.family.head_dim;
+  if (config.contains("head_dim")) {
+    HF2PTE_ASSIGN_OR_RETURN(head_dim, get_optional_int(config, "head_dim", where));
+  }
   if (head_dim) {
     HF2PTE_RETURN_IF_ERROR(must_be_positive("head_dim", *head_dim, where));
     c.head_dim = *head_dim;
@@ -278,14 +430,15 @@ Result<LlamaFamilyConfig> parse_llama_family_config(const json& config, const st
   HF2PTE_ASSIGN_OR_RETURN(c.max_position_embeddings,
                           get_int_or(config, "max_position_embeddings", d.max_position_embeddings, where));
   HF2PTE_RETURN_IF_ERROR(must_be_positive("max_position_embeddings", c.max_position_embeddings, where));
-  HF2PTE_ASSIGN_OR_RETURN(c.rms_norm_eps, get_double_or(config, "rms_norm_eps", d.rms_norm_eps, where));
-  HF2PTE_RETURN_IF_ERROR(must_be_positive_finite("rms_norm_eps", c.rms_norm_eps, where));
-  HF2PTE_ASSIGN_OR_RETURN(c.tie_word_embeddings, get_bool_or(config, "tie_word_embeddings", false, where));
-  HF2PTE_ASSIGN_OR_RETURN(c.attention_bias, get_bool_or(config, "attention_bias", false, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.rms_norm_eps, get_double_or(config, d.family.eps_key, d.rms_norm_eps, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive_finite(d.family.eps_key, c.rms_norm_eps, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.tie_word_embeddings,
+                          get_bool_or(config, "tie_word_embeddings", d.family.tie_word_embeddings, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.attention_bias, get_bool_or(config, "attention_bias", d.family.attention_bias, where));
   HF2PTE_ASSIGN_OR_RETURN(c.mlp_bias, get_bool_or(config, "mlp_bias", false, where));
-  HF2PTE_ASSIGN_OR_RETURN(c.hidden_act, get_string_or(config, "hidden_act", "silu", where));
+  HF2PTE_RETURN_IF_ERROR(parse_family_keys(config, d, where, &c));
 
-  HF2PTE_RETURN_IF_ERROR(parse_rope(config, where, &c));
+  HF2PTE_RETURN_IF_ERROR(parse_rope(config, d, where, &c));
   HF2PTE_RETURN_IF_ERROR(parse_layer_types(config, d, where, &c));
 
   HF2PTE_ASSIGN_OR_RETURN(c.bos_token_id, token_id(config, "bos_token_id", d.bos_token_id, where));
@@ -312,6 +465,34 @@ Result<LlamaFamilyConfig> parse_llama_family_config(const json& config, const st
   c.torch_dtype = dtype.value_or("");
   return c;
 }
+
+}  // namespace
+
+Result<LlamaFamilyConfig> parse_llama_family_config(const json& config, const std::string& where) {
+  HF2PTE_CHECK_OR_RETURN(config.is_object(), kInvalidInput, "{}: expected a JSON object, got {} ({})",
+                         json_label(where), json_type_name(config), where);
+  LlamaFamilyConfig c;
+  HF2PTE_ASSIGN_OR_RETURN(c.model_type, get_string(config, "model_type", where));
+  // Unknown types get LlamaConfig's defaults; the builder rejects them by name.
+  const Defaults& d = find_defaults(c.model_type) ? *find_defaults(c.model_type) : kDefaults[0];
+  if (d.family.gpt2_keys) {
+    // Read GPT-2's spellings through transformers' attribute_map, then parse as usual.
+    json renamed = config;
+    for (auto [from, to] : {std::pair{"n_embd", "hidden_size"}, std::pair{"n_layer", "num_hidden_layers"},
+                            std::pair{"n_head", "num_attention_heads"}, std::pair{"n_positions", "max_position_embeddings"},
+                            std::pair{"activation_function", "hidden_act"}}) {
+      if (renamed.contains(from) && !renamed.contains(to)) renamed[to] = renamed[from];
+    }
+    auto inner = renamed.find("n_inner");
+    if (!renamed.contains("intermediate_size") && renamed.contains("hidden_size") && renamed["hidden_size"].is_number_integer()) {
+      renamed["intermediate_size"] =
+          inner == renamed.end() || inner->is_null() ? json(4 * renamed["hidden_size"].get<int64_t>()) : json(*inner);
+    }
+    return parse_renamed(renamed, d, where, std::move(c));
+  }
+  return parse_renamed(config, d, where, std::move(c));
+}
+
 
 Result<LlamaFamilyConfig> parse_llama_family_config(const Checkpoint& checkpoint) {
   return parse_llama_family_config(checkpoint.config(), checkpoint.config_path());

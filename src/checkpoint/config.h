@@ -1,6 +1,6 @@
-// Typed view of config.json for the Llama family of decoder-only models
-// (llama, mistral, qwen2, phi3), with the defaults transformers applies when a
-// key is absent. The raw JSON stays available on the Checkpoint; this struct
+// Typed view of config.json for the decoder-only models hf2pte exports (the
+// Llama family plus Qwen3, Gemma 1-3, OLMo 2, Phi, GPT-NeoX, Mixtral and
+// Qwen3-MoE), with the defaults transformers applies when a key is absent. The raw JSON stays available on the Checkpoint; this struct
 // holds what the shared decoder builder needs.
 #pragma once
 
@@ -35,17 +35,41 @@ struct LlamaFamilyConfig {
   int64_t head_dim = 0;  ///< config value, else hidden_size / num_attention_heads
   int64_t vocab_size = 0;
   int64_t max_position_embeddings = 0;
+  /// "rms_norm_eps", or "layer_norm_eps" for the LayerNorm models (phi, gpt_neox).
   double rms_norm_eps = 0;
-  double rope_theta = 0;  ///< "rope_theta", or rope_parameters.rope_theta (transformers 5.x)
-  /// Fraction of head_dim that is rotated (Phi-3 family; 1.0 elsewhere).
+  /// "rope_theta", rope_parameters.rope_theta (transformers 5.x) or GPT-NeoX's "rotary_emb_base".
+  double rope_theta = 0;
+  /// Fraction of head_dim that is rotated ("partial_rotary_factor", GPT-NeoX "rotary_pct").
   double partial_rotary_factor = 1.0;
+  /// RoPE theta of sliding-window layers (Gemma 3 "rope_local_base_freq"); nullopt: rope_theta.
+  std::optional<double> rope_local_base_freq;
   bool tie_word_embeddings = false;
   /// The config key `attention_bias` (Llama: biases on q, k, v and o). Qwen2's
   /// q/k/v biases are not a config key (modeling_qwen2 hard-codes them), so
   /// they belong to the architecture's traits, not here.
   bool attention_bias = false;
   bool mlp_bias = false;  ///< the config key `mlp_bias` (Llama only)
+  /// The MLP activation: "hidden_activation" when set (Gemma), else "hidden_act";
+  /// Gemma classes default to gelu_pytorch_tanh whatever hidden_act says.
   std::string hidden_act;
+  /// Attention scores are scaled by query_pre_attn_scalar^-0.5 instead of head_dim^-0.5 (Gemma 2/3).
+  std::optional<double> query_pre_attn_scalar;
+  /// scores = tanh(scores / cap) * cap before the mask (Gemma 2).
+  std::optional<double> attn_logit_softcapping;
+  /// logits = tanh(logits / cap) * cap (Gemma 2).
+  std::optional<double> final_logit_softcapping;
+  bool qk_layernorm = false;          ///< Phi "qk_layernorm" (not supported when true)
+  bool use_parallel_residual = true;  ///< GPT-NeoX "use_parallel_residual"
+  bool scale_attn_weights = true;     ///< GPT-2: scores / sqrt(head_dim) (false: unscaled, not supported)
+  bool scale_attn_by_inverse_layer_idx = false;  ///< GPT-2 (not supported when true)
+  /// Mixture of experts (Mixtral "num_local_experts", Qwen3-MoE "num_experts"); 0 = dense.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  /// Renormalise the top-k routing weights (Qwen3-MoE key; Mixtral always does).
+  bool norm_topk_prob = true;
+  int64_t moe_intermediate_size = 0;  ///< Qwen3-MoE expert width; Mixtral's is intermediate_size
+  int64_t decoder_sparse_step = 1;    ///< Qwen3-MoE: every n-th layer is MoE
+  std::vector<int64_t> mlp_only_layers;  ///< Qwen3-MoE: dense layers
   /// The window of sliding layers, or nullopt when no layer slides.
   std::optional<int64_t> sliding_window;
   /// One entry per layer (size num_hidden_layers).
@@ -75,7 +99,8 @@ Result<LlamaFamilyConfig> parse_llama_family_config(const nlohmann::json& config
 /// Same, reading the Checkpoint's config.json.
 Result<LlamaFamilyConfig> parse_llama_family_config(const Checkpoint& checkpoint);
 
-/// True for the model_types whose defaults the table knows (llama, mistral, qwen2, phi3).
+/// True for the model_types whose defaults the table knows (llama, mistral, qwen2, phi3,
+/// qwen3, gemma, gemma2, gemma3_text, olmo2, phi, gpt_neox, mixtral, qwen3_moe).
 bool is_llama_family_model_type(std::string_view model_type);
 
 /// "full_attention" / "sliding_attention".

@@ -127,6 +127,8 @@ Outs MulScalarOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 Outs NegOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 Outs RsqrtOut(const Graph& g, const Args& a) { return unary(g, a, true); }
 Outs SigmoidOut(const Graph& g, const Args& a) { return unary(g, a, true); }
+Outs TanhOut(const Graph& g, const Args& a) { return unary(g, a, true); }
+Outs ErfOut(const Graph& g, const Args& a) { return unary(g, a, true); }
 Outs PowTensorScalarOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 Outs CloneOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 Outs ToDimOrderCopyOut(const Graph& g, const Args& a) { return same_as_first(g, a); }

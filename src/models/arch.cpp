@@ -13,12 +13,151 @@ constexpr TensorNames kPhi3Names = [] {
   return n;
 }();
 
-// model_type, HF class, tensor names, q/k/v bias always.
+// Qwen3, Gemma 3: per-head q/k RMSNorm after the projections.
+constexpr TensorNames kQkNormNames = [] {
+  TensorNames n;
+  n.q_norm = "model.layers.{}.self_attn.q_norm.weight";
+  n.k_norm = "model.layers.{}.self_attn.k_norm.weight";
+  return n;
+}();
+
+// Gemma 2: four norms per layer ("sandwich" norms around attention and MLP).
+constexpr TensorNames kGemma2Names = [] {
+  TensorNames n;
+  n.post_attn_norm = "model.layers.{}.post_attention_layernorm.weight";
+  n.ffn_norm = "model.layers.{}.pre_feedforward_layernorm.weight";
+  n.post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
+  return n;
+}();
+
+constexpr TensorNames kGemma3Names = [] {
+  TensorNames n = kGemma2Names;
+  n.q_norm = kQkNormNames.q_norm;
+  n.k_norm = kQkNormNames.k_norm;
+  return n;
+}();
+
+// OLMo 2: no pre-norms; norms on the attention / MLP outputs; full-width q/k norm.
+constexpr TensorNames kOlmo2Names = [] {
+  TensorNames n = kQkNormNames;
+  n.attn_norm = "";
+  n.ffn_norm = "";
+  n.post_attn_norm = "model.layers.{}.post_attention_layernorm.weight";
+  n.post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight";
+  return n;
+}();
+
+// Phi (Phi-2): one LayerNorm feeding attention and a plain fc1/fc2 MLP in parallel.
+constexpr TensorNames kPhiNames = [] {
+  TensorNames n;
+  n.o = "model.layers.{}.self_attn.dense";
+  n.ffn_norm = "";
+  n.gate = "";
+  n.up = "model.layers.{}.mlp.fc1";
+  n.down = "model.layers.{}.mlp.fc2";
+  n.final_norm = "model.final_layernorm.weight";
+  return n;
+}();
+
+constexpr TensorNames kGptNeoXNames = [] {
+  TensorNames n;
+  n.embed = "gpt_neox.embed_in.weight";
+  n.attn_norm = "gpt_neox.layers.{}.input_layernorm.weight";
+  n.qkv = "gpt_neox.layers.{}.attention.query_key_value";
+  n.o = "gpt_neox.layers.{}.attention.dense";
+  n.ffn_norm = "gpt_neox.layers.{}.post_attention_layernorm.weight";
+  n.gate = "";
+  n.up = "gpt_neox.layers.{}.mlp.dense_h_to_4h";
+  n.down = "gpt_neox.layers.{}.mlp.dense_4h_to_h";
+  n.final_norm = "gpt_neox.final_layer_norm.weight";
+  n.lm_head = "embed_out";
+  return n;
+}();
+
+// GPT-2: learned positions, Conv1D weights, fused c_attn [q | k | v] columns, plain MLP.
+constexpr TensorNames kGpt2Names = [] {
+  TensorNames n;
+  n.embed = "transformer.wte.weight";
+  n.pos_embed = "transformer.wpe.weight";
+  n.attn_norm = "transformer.h.{}.ln_1.weight";
+  n.qkv = "transformer.h.{}.attn.c_attn";
+  n.o = "transformer.h.{}.attn.c_proj";
+  n.ffn_norm = "transformer.h.{}.ln_2.weight";
+  n.gate = "";
+  n.up = "transformer.h.{}.mlp.c_fc";
+  n.down = "transformer.h.{}.mlp.c_proj";
+  n.final_norm = "transformer.ln_f.weight";
+  return n;
+}();
+
+constexpr TensorNames kMixtralNames = [] {
+  TensorNames n;
+  n.gate = "", n.up = "", n.down = "";
+  n.router = "model.layers.{}.block_sparse_moe.gate.weight";
+  n.expert_gate = "model.layers.{0}.block_sparse_moe.experts.{1}.w1";
+  n.expert_up = "model.layers.{0}.block_sparse_moe.experts.{1}.w3";
+  n.expert_down = "model.layers.{0}.block_sparse_moe.experts.{1}.w2";
+  return n;
+}();
+
+constexpr TensorNames kQwen3MoeNames = [] {
+  TensorNames n = kQkNormNames;
+  n.gate = "", n.up = "", n.down = "";
+  n.router = "model.layers.{}.mlp.gate.weight";
+  n.expert_gate = "model.layers.{0}.mlp.experts.{1}.gate_proj";
+  n.expert_up = "model.layers.{0}.mlp.experts.{1}.up_proj";
+  n.expert_down = "model.layers.{0}.mlp.experts.{1}.down_proj";
+  return n;
+}();
+
+constexpr BiasTraits kNoBias{};
+constexpr BiasTraits kQkvBias{.qkv = true};
+constexpr BiasTraits kPhiBias{.qkv = true, .o = true, .mlp = true, .lm_head = true};
+constexpr BiasTraits kNeoXBias{.mlp = true};  // qkv / dense biases follow attention_bias
+
+constexpr ArchTraits row(std::string_view type, std::string_view cls, TensorNames names, BiasTraits bias = kNoBias,
+                         NormKind norm = NormKind::kRms) {
+  ArchTraits a;
+  a.model_type = type;
+  a.architecture = cls;
+  a.names = names;
+  a.bias = bias;
+  a.norm = norm;
+  return a;
+}
+
 constexpr std::array kArchitectures = {
-    ArchTraits{"llama", "LlamaForCausalLM", {}, false},
-    ArchTraits{"mistral", "MistralForCausalLM", {}, false},
-    ArchTraits{"qwen2", "Qwen2ForCausalLM", {}, true},
-    ArchTraits{"phi3", "Phi3ForCausalLM", kPhi3Names, false},
+    row("llama", "LlamaForCausalLM", {}),
+    row("mistral", "MistralForCausalLM", {}),
+    row("qwen2", "Qwen2ForCausalLM", {}, kQkvBias),
+    row("phi3", "Phi3ForCausalLM", kPhi3Names),
+    row("qwen3", "Qwen3ForCausalLM", kQkNormNames),
+    [] { auto a = row("gemma", "GemmaForCausalLM", {}, kNoBias, NormKind::kRmsOnePlus); a.scale_embeddings = true; return a; }(),
+    [] { auto a = row("gemma2", "Gemma2ForCausalLM", kGemma2Names, kNoBias, NormKind::kRmsOnePlus); a.scale_embeddings = true; return a; }(),
+    [] { auto a = row("gemma3_text", "Gemma3ForCausalLM", kGemma3Names, kNoBias, NormKind::kRmsOnePlus); a.scale_embeddings = true; return a; }(),
+    [] { auto a = row("olmo2", "Olmo2ForCausalLM", kOlmo2Names); a.qk_norm = QkNormScope::kFullWidth; return a; }(),
+    [] { auto a = row("phi", "PhiForCausalLM", kPhiNames, kPhiBias, NormKind::kLayerNorm); a.parallel_residual = true; return a; }(),
+    [] {
+      auto a = row("gpt_neox", "GPTNeoXForCausalLM", kGptNeoXNames, kNeoXBias, NormKind::kLayerNorm);
+      a.parallel_residual = true;
+      a.qkv_per_head = true;
+      // Older GPT-NeoX checkpoints carry the causal mask buffers.
+      a.ignored_suffixes[1] = ".attention.bias";
+      a.ignored_suffixes[2] = ".attention.masked_bias";
+      return a;
+    }(),
+    [] {
+      auto a = row("gpt2", "GPT2LMHeadModel", kGpt2Names, kPhiBias, NormKind::kLayerNorm);
+      a.bias.lm_head = false;
+      a.conv1d_weights = true;
+      a.optional_prefix = "transformer.";
+      // Causal-mask buffers of older uploads (h.N.attn.bias, h.N.attn.masked_bias).
+      a.ignored_suffixes[1] = ".attn.bias";
+      a.ignored_suffixes[2] = ".attn.masked_bias";
+      return a;
+    }(),
+    row("mixtral", "MixtralForCausalLM", kMixtralNames),
+    row("qwen3_moe", "Qwen3MoeForCausalLM", kQwen3MoeNames),
 };
 
 }  // namespace

@@ -1,5 +1,10 @@
 #include "models/blocks.h"
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+
 #include <fmt/format.h>
 
 namespace hf2pte::models {
@@ -17,8 +22,17 @@ Result<graph::TensorSource> BlockBuilder::source(const TensorRef& t) {
   return s;
 }
 
+std::string BlockBuilder::resolve(const std::string& name) const {
+  const auto& prefix = layout_.optional_prefix;
+  if (!prefix.empty() && name.starts_with(prefix) && !ckpt_.has(name)) {
+    std::string stripped = name.substr(prefix.size());
+    if (ckpt_.has(stripped)) return stripped;
+  }
+  return name;
+}
+
 Result<ValueId> BlockBuilder::weight(const std::string& name, const std::vector<int64_t>& shape) {
-  HF2PTE_ASSIGN_OR_RETURN(TensorRef t, ckpt_.expect(name, DTypeSet::float_weights(), shape));
+  HF2PTE_ASSIGN_OR_RETURN(TensorRef t, ckpt_.expect(resolve(name), DTypeSet::float_weights(), shape));
   HF2PTE_ASSIGN_OR_RETURN(graph::TensorSource src, source(t));
   graph::ConstantRecipe r;
   r.source = std::move(src);
@@ -28,7 +42,7 @@ Result<ValueId> BlockBuilder::weight(const std::string& name, const std::vector<
 
 Result<std::vector<ValueId>> BlockBuilder::split_rows(const std::string& name, const std::vector<int64_t>& shape,
                                                       const std::vector<int64_t>& row_counts) {
-  HF2PTE_ASSIGN_OR_RETURN(TensorRef t, ckpt_.expect(name, DTypeSet::float_weights(), shape));
+  HF2PTE_ASSIGN_OR_RETURN(TensorRef t, ckpt_.expect(resolve(name), DTypeSet::float_weights(), shape));
   HF2PTE_ASSIGN_OR_RETURN(graph::TensorSource src, source(t));
   std::vector<ValueId> out;
   int64_t begin = 0;
@@ -46,7 +60,19 @@ Result<std::vector<ValueId>> BlockBuilder::split_rows(const std::string& name, c
 
 Result<LinearWeights> BlockBuilder::linear_weights(const std::string& prefix, int64_t out, int64_t in, bool bias) {
   LinearWeights w;
-  HF2PTE_ASSIGN_OR_RETURN(w.weight, weight(prefix + ".weight", {out, in}));
+  if (layout_.linear_in_out) {
+    // Conv1D [in, out]: streamed transposed into the [out, in] a linear expects
+    // (and back again for free when linear_to_mm asks for W^T).
+    const std::string name = resolve(prefix + ".weight");
+    HF2PTE_ASSIGN_OR_RETURN(TensorRef t, ckpt_.expect(name, DTypeSet::float_weights(), {in, out}));
+    graph::ConstantRecipe r;
+    HF2PTE_ASSIGN_OR_RETURN(r.source, source(t));
+    r.transpose = true;
+    r.dtype = dtype_;
+    w.weight = g_.add_constant(name, graph::make_constant(r));
+  } else {
+    HF2PTE_ASSIGN_OR_RETURN(w.weight, weight(prefix + ".weight", {out, in}));
+  }
   if (bias) {
     HF2PTE_ASSIGN_OR_RETURN(ValueId b, weight(prefix + ".bias", {out}));
     w.bias = b;
@@ -64,10 +90,104 @@ Result<ValueId> BlockBuilder::rms_norm(ValueId x, ValueId weight, double eps, co
   return g_.add(OpId::RmsNorm, {x, normalized, weight, eps}, name);
 }
 
+ValueId BlockBuilder::scalar(ScalarType dtype, double value, const std::string& name) {
+  std::vector<uint8_t> bytes(element_size(dtype));
+  if (dtype == ScalarType::kFloat) {
+    float f = float(value);
+    std::memcpy(bytes.data(), &f, sizeof f);
+  } else if (dtype == ScalarType::kLong) {
+    int64_t i = int64_t(value);
+    std::memcpy(bytes.data(), &i, sizeof i);
+  } else {
+    bytes[0] = value != 0 ? 1 : 0;
+  }
+  return g_.add_constant(name, graph::ConstantData::from_bytes(dtype, {}, std::move(bytes), fmt::format("scalar {}", value)));
+}
+
+Result<NormWeights> BlockBuilder::norm_weights(const std::string& weight_name, int64_t size, NormKind kind) {
+  NormWeights w;
+  HF2PTE_ASSIGN_OR_RETURN(w.weight, weight(weight_name, {size}));
+  if (kind == NormKind::kLayerNorm) {
+    // "x.weight" -> "x.bias": LayerNorm always carries both.
+    std::string bias = weight_name.ends_with(".weight") ? weight_name.substr(0, weight_name.size() - 7) + ".bias"
+                                                        : weight_name + ".bias";
+    HF2PTE_ASSIGN_OR_RETURN(ValueId b, weight(bias, {size}));
+    w.bias = b;
+  }
+  return w;
+}
+
+Result<ValueId> BlockBuilder::norm(ValueId x, const NormWeights& w, const NormOptions& o, const std::string& name) {
+  switch (o.kind) {
+    case NormKind::kRms:
+      return rms_norm(x, w.weight, o.eps, name);
+    case NormKind::kRmsOnePlus: {
+      // Gemma stores w with the 1 subtracted: the scale is (1 + w), added in float32 as HF does.
+      HF2PTE_ASSIGN_OR_RETURN(ValueId w1, op(OpId::AddScalarOut, {w.weight, 1.0}, name + ".one_plus_w"));
+      return rms_norm(x, w1, o.eps, name);
+    }
+    case NormKind::kLayerNorm: {
+      // (x - mean) * rsqrt(mean((x - mean)^2) + eps) * w + b, the biased variance of nn.LayerNorm.
+      IntList last{-1};
+      HF2PTE_ASSIGN_OR_RETURN(ValueId mu, op(OpId::MeanOut, {x, last, true}, name + ".mean"));
+      HF2PTE_ASSIGN_OR_RETURN(ValueId xc, op(OpId::SubOut, {x, mu}, name + ".centered"));
+      HF2PTE_ASSIGN_OR_RETURN(ValueId sq, op(OpId::PowTensorScalarOut, {xc, 2.0}, name + ".sq"));
+      HF2PTE_ASSIGN_OR_RETURN(ValueId var, op(OpId::MeanOut, {sq, last, true}, name + ".var"));
+      HF2PTE_ASSIGN_OR_RETURN(ValueId ve, op(OpId::AddScalarOut, {var, o.eps}, name + ".var_eps"));
+      HF2PTE_ASSIGN_OR_RETURN(ValueId r, op(OpId::RsqrtOut, {ve}, name + ".rstd"));
+      HF2PTE_ASSIGN_OR_RETURN(ValueId y, op(OpId::MulOut, {xc, r}, name + ".normed"));
+      HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::MulOut, {y, w.weight}, name + (w.bias ? ".scaled" : "")));
+      if (w.bias) return op(OpId::AddOut, {y, *w.bias}, name);
+      return y;
+    }
+  }
+  return make_error(ErrorCode::kInternal, "unknown norm kind");
+}
+
+Result<ValueId> BlockBuilder::activation(ValueId x, std::string_view act, const std::string& name) {
+  if (act == "silu" || act == "swish") return op(OpId::Silu, {x}, name);
+  if (act == "gelu") {
+    // Exact GELU: 0.5 x (1 + erf(x / sqrt(2))).
+    HF2PTE_ASSIGN_OR_RETURN(ValueId t, op(OpId::MulScalarOut, {x, std::numbers::sqrt2 / 2}, name + ".scaled"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId e, op(OpId::ErfOut, {t}, name + ".erf"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId e1, op(OpId::AddScalarOut, {e, 1.0}, name + ".one_plus"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId h, op(OpId::MulScalarOut, {x, 0.5}, name + ".half"));
+    return op(OpId::MulOut, {h, e1}, name);
+  }
+  if (act == "gelu_pytorch_tanh" || act == "gelu_new") {
+    // Tanh GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); both names are this formula.
+    HF2PTE_ASSIGN_OR_RETURN(ValueId x3, op(OpId::PowTensorScalarOut, {x, 3.0}, name + ".cube"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId c, op(OpId::MulScalarOut, {x3, 0.044715}, name + ".cube_scaled"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId in, op(OpId::AddOut, {x, c}, name + ".inner"));
+    HF2PTE_ASSIGN_OR_RETURN(in, op(OpId::MulScalarOut, {in, std::sqrt(2.0 / std::numbers::pi)}, name + ".inner_scaled"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId t, op(OpId::TanhOut, {in}, name + ".tanh"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId t1, op(OpId::AddScalarOut, {t, 1.0}, name + ".one_plus"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId h, op(OpId::MulScalarOut, {x, 0.5}, name + ".half"));
+    return op(OpId::MulOut, {h, t1}, name);
+  }
+  return make_error(ErrorCode::kNotSupported,
+                    "config.json: activation '{}' is not supported; expected silu, gelu, gelu_pytorch_tanh or gelu_new",
+                    act);
+}
+
+Result<ValueId> BlockBuilder::softcap(ValueId x, double cap, const std::string& name) {
+  HF2PTE_ASSIGN_OR_RETURN(ValueId s, op(OpId::MulScalarOut, {x, 1.0 / cap}, name + ".div_cap"));
+  HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::TanhOut, {s}, name + ".tanh"));
+  return op(OpId::MulScalarOut, {s, cap}, name);
+}
+
 Result<ValueId> BlockBuilder::rope(ValueId x, ValueId cos, ValueId sin, const std::string& name) {
+  const int64_t d = g_.type(x).sizes.back().constant_value();
+  const int64_t rd = g_.type(cos).sizes.back().constant_value();
+  if (rd < d) {
+    // Partial rotary (Phi, GPT-NeoX): rotate the first rd dims, pass the rest through.
+    HF2PTE_ASSIGN_OR_RETURN(ValueId xr, op(OpId::SliceCopyTensorOut, {x, int64_t{-1}, SymInt(0), SymInt(rd)}, name + ".rot_part"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId xp, op(OpId::SliceCopyTensorOut, {x, int64_t{-1}, SymInt(rd), SymInt(d)}, name + ".pass_part"));
+    HF2PTE_ASSIGN_OR_RETURN(xr, rope(xr, cos, sin, name + ".partial"));
+    return op(OpId::CatOut, {graph::TensorList{xr, xp}, int64_t{-1}}, name);
+  }
   // out = x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[..., d/2:], x[..., :d/2])
-  const SymInt& d = g_.type(x).sizes.back();
-  int64_t half = d.constant_value() / 2;
+  int64_t half = d / 2;
   HF2PTE_ASSIGN_OR_RETURN(ValueId x1, op(OpId::SliceCopyTensorOut, {x, int64_t{-1}, SymInt(0), SymInt(half)}, name + ".x1"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId x2, op(OpId::SliceCopyTensorOut, {x, int64_t{-1}, SymInt(half), SymInt(2 * half)}, name + ".x2"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId nx2, op(OpId::NegOut, {x2}, name + ".neg"));
@@ -75,6 +195,84 @@ Result<ValueId> BlockBuilder::rope(ValueId x, ValueId cos, ValueId sin, const st
   HF2PTE_ASSIGN_OR_RETURN(ValueId xc, op(OpId::MulOut, {x, cos}, name + ".xcos"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId rs, op(OpId::MulOut, {rot, sin}, name + ".rsin"));
   return op(OpId::AddOut, {xc, rs}, name);
+}
+
+Result<ValueId> BlockBuilder::attention(ValueId q, ValueId k_cache, ValueId v_cache, ValueId mask,
+                                        const AttentionOptions& o, const std::string& name) {
+  if (!o.softcap) {
+    // The fused op: backends with an SDPA kernel keep it, the rest decompose it.
+    return op(OpId::ScaledDotProductAttention, {q, k_cache, v_cache, mask, 0.0, false, o.scale, o.heads != o.kv_heads},
+              name);
+  }
+  // Soft-capping sits between the scaling and the mask, where SDPA has no hook,
+  // so the math is spelled out (same grouping of query heads as sdpa_to_math).
+  const auto qs = g_.type(q).sizes;  // copies: adding values reallocates the value table
+  const auto ks = g_.type(k_cache).sizes;
+  const int64_t group = o.heads / o.kv_heads;
+  const SymInt& S = qs[1];
+  const SymInt& M = ks[1];
+  HF2PTE_ASSIGN_OR_RETURN(ValueId q3, op(OpId::ViewCopyOut, {q, IntList{o.kv_heads, S * group, qs[2]}}, name + ".q"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId kt, op(OpId::PermuteCopyOut, {k_cache, IntList{0, 2, 1}}, name + ".kT"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId s, op(OpId::BmmOut, {q3, kt}, name + ".qk"));
+  HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::MulScalarOut, {s, o.scale}, name + ".scores"));
+  HF2PTE_ASSIGN_OR_RETURN(s, softcap(s, *o.softcap, name + ".softcap"));
+  HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::ViewCopyOut, {s, IntList{o.kv_heads, group, S, M}}, name + ".scores4"));
+  ValueId ninf = scalar(g_.type(s).dtype, -std::numeric_limits<double>::infinity(), name + ".neg_inf");
+  HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::WhereSelfOut, {mask, s, ninf}, name + ".masked"));
+  HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::ViewCopyOut, {s, IntList{o.kv_heads, S * group, M}}, name + ".masked3"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId p, op(OpId::SoftmaxOut, {s, int64_t{-1}, false}, name + ".probs"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId out, op(OpId::BmmOut, {p, v_cache}, name + ".pv"));
+  return op(OpId::ViewCopyOut, {out, IntList{o.heads, S, qs[2]}}, name);
+}
+
+Result<ValueId> BlockBuilder::gated_mlp(ValueId x, const GatedMlpWeights& w, std::string_view act,
+                                        const std::string& name) {
+  HF2PTE_ASSIGN_OR_RETURN(ValueId gate, linear(x, w.gate, name + ".gate_proj"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId up, linear(x, w.up, name + ".up_proj"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId a, activation(gate, act, name + ".act"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId prod, op(OpId::MulOut, {a, up}, name + ".gated"));
+  return linear(prod, w.down, name + ".down_proj");
+}
+
+// Routing as HF (Mixtral; Qwen3-MoE with norm_topk_prob): softmax over all
+// experts, keep the top k, renormalise. That equals a softmax over the k
+// selected router logits, so the weights are softmax(where(selected, r, -inf)).
+// "Selected" needs no topk kernel: expert e is in the top k iff at least
+// E - k + 1 logits are <= r_e, i.e. mean_j [r_j <= r_e] >= (E - k + 0.5) / E
+// (exact: the mean is a multiple of 1/E). Ties select every tied expert.
+// All experts run on all tokens and are weighted (zero for unselected ones):
+// exact and static-shaped, at E/k times the MLP work; per-token dispatch is a
+// backend optimisation.
+Result<ValueId> BlockBuilder::moe(ValueId x, const MoeWeights& w, const MoeOptions& o, const std::string& name) {
+  const int64_t E = int64_t(w.experts.size());
+  const SymInt S = g_.type(x).sizes[0];
+  LinearWeights router{w.router, std::nullopt};
+  HF2PTE_ASSIGN_OR_RETURN(ValueId r, linear(x, router, name + ".router"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId re, op(OpId::ViewCopyOut, {r, IntList{S, E, 1}}, name + ".r_e"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId rj, op(OpId::ViewCopyOut, {r, IntList{S, 1, E}}, name + ".r_j"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId le, op(OpId::LeTensorOut, {rj, re}, name + ".le"));
+  ValueId one = scalar(ScalarType::kFloat, 1.0, name + ".one");
+  ValueId zero = scalar(ScalarType::kFloat, 0.0, name + ".zero");
+  HF2PTE_ASSIGN_OR_RETURN(ValueId le_f, op(OpId::WhereSelfOut, {le, one, zero}, name + ".le_f"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId frac, op(OpId::MeanOut, {le_f, IntList{-1}, false}, name + ".rank_frac"));
+  ValueId thresh = scalar(ScalarType::kFloat, (double(E - o.top_k) + 0.5) / double(E), name + ".top_k_thresh");
+  HF2PTE_ASSIGN_OR_RETURN(ValueId selected, op(OpId::LeTensorOut, {thresh, frac}, name + ".selected"));
+  ValueId ninf = scalar(ScalarType::kFloat, -std::numeric_limits<double>::infinity(), name + ".neg_inf");
+  HF2PTE_ASSIGN_OR_RETURN(ValueId masked, op(OpId::WhereSelfOut, {selected, r, ninf}, name + ".masked"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId weights, op(OpId::SoftmaxOut, {masked, int64_t{-1}, false}, name + ".weights"));
+
+  std::optional<ValueId> acc;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto p = fmt::format("{}.experts.{}", name, e);
+    HF2PTE_ASSIGN_OR_RETURN(ValueId y, gated_mlp(x, w.experts[size_t(e)], o.activation, p));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId we, op(OpId::SliceCopyTensorOut, {weights, int64_t{-1}, SymInt(e), SymInt(e + 1)}, p + ".weight"));
+    HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::MulOut, {y, we}, p + ".weighted"));
+    if (acc) {
+      HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::AddOut, {*acc, y}, p + ".sum"));
+    }
+    acc = y;
+  }
+  return *acc;
 }
 
 }  // namespace hf2pte::models

@@ -5,10 +5,13 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "checkpoint/checkpoint.h"
 #include "graph/constant.h"
 #include "graph/graph.h"
+#include "models/arch.h"
 
 namespace hf2pte::models {
 
@@ -22,24 +25,88 @@ struct LinearWeights {
   std::optional<ValueId> bias;
 };
 
+/// Weights of one norm (the bias only for LayerNorm).
+struct NormWeights {
+  ValueId weight = -1;
+  std::optional<ValueId> bias;
+};
+
+struct NormOptions {
+  NormKind kind = NormKind::kRms;
+  double eps = 1e-6;
+};
+
+/// Attention over a static KV cache: q [heads, S, head_dim], caches
+/// [kv_heads, max_seq_len, head_dim], mask [S, max_seq_len] (bool, true = visible).
+struct AttentionOptions {
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  double scale = 1.0;                ///< applied to q.k before soft-capping
+  std::optional<double> softcap;     ///< tanh(scores / cap) * cap (Gemma 2)
+};
+
+/// One expert (or dense) gated MLP: down(act(gate(x)) * up(x)).
+struct GatedMlpWeights {
+  LinearWeights gate, up, down;
+};
+
+/// A mixture-of-experts MLP: router [experts, hidden] plus the experts.
+struct MoeWeights {
+  ValueId router = -1;
+  std::vector<GatedMlpWeights> experts;
+};
+
+struct MoeOptions {
+  int64_t top_k = 2;
+  std::string activation = "silu";
+};
+
+/// How a checkpoint stores its weights (see ArchTraits::conv1d_weights, optional_prefix).
+struct WeightLayout {
+  bool linear_in_out = false;         ///< linear weights are [in, out]
+  std::string_view optional_prefix;   ///< names may lack this prefix
+};
+
 /// Reads checkpoint tensors into graph constants (checking shape and dtype,
 /// marking each consumed) and emits blocks into one graph.
 class BlockBuilder {
  public:
-  BlockBuilder(Graph& g, Checkpoint& ckpt, ScalarType dtype) : g_(g), ckpt_(ckpt), dtype_(dtype) {}
+  BlockBuilder(Graph& g, Checkpoint& ckpt, ScalarType dtype, WeightLayout layout = {})
+      : g_(g), ckpt_(ckpt), dtype_(dtype), layout_(layout) {}
 
+  /// Whether the checkpoint holds `name` (with or without the optional prefix).
+  bool has(const std::string& name) const { return ckpt_.has(resolve(name)); }
   /// A checkpoint tensor as a constant, optionally rows [row_begin, row_end) only.
   Result<ValueId> weight(const std::string& name, const std::vector<int64_t>& shape);
   /// Several row blocks of one fused tensor (e.g. qkv_proj -> q, k, v), each its own constant.
   Result<std::vector<ValueId>> split_rows(const std::string& name, const std::vector<int64_t>& shape,
                                           const std::vector<int64_t>& row_counts);
-  /// "<prefix>.weight" [out, in] and, when `bias`, "<prefix>.bias" [out].
+  /// "<prefix>.weight" [out, in] (stored [in, out] for WeightLayout::linear_in_out)
+  /// and, when `bias`, "<prefix>.bias" [out].
   Result<LinearWeights> linear_weights(const std::string& prefix, int64_t out, int64_t in, bool bias);
 
   Result<ValueId> linear(ValueId x, const LinearWeights& w, const std::string& name);
   Result<ValueId> rms_norm(ValueId x, ValueId weight, double eps, const std::string& name);
-  /// rotate_half RoPE on x [S, heads, head_dim] with cos/sin [S, 1, head_dim].
+  /// "<name>" [size] and, for LayerNorm, the bias next to it ("...bias").
+  Result<NormWeights> norm_weights(const std::string& weight_name, int64_t size, NormKind kind);
+  /// Any NormKind over the last dim of x.
+  Result<ValueId> norm(ValueId x, const NormWeights& w, const NormOptions& o, const std::string& name);
+  /// HF activations by name: silu, gelu (erf), gelu_pytorch_tanh / gelu_new (tanh form).
+  /// Others are kNotSupported naming the activation.
+  Result<ValueId> activation(ValueId x, std::string_view act, const std::string& name);
+  /// tanh(x / cap) * cap.
+  Result<ValueId> softcap(ValueId x, double cap, const std::string& name);
+  /// rotate_half RoPE on x [S, heads, head_dim] with cos/sin [S, 1, rotary_dim];
+  /// when rotary_dim < head_dim only the first rotary_dim dims rotate.
   Result<ValueId> rope(ValueId x, ValueId cos, ValueId sin, const std::string& name);
+  /// softmax(q k^T * scale [softcapped], masked) v, grouping query heads over kv heads.
+  Result<ValueId> attention(ValueId q, ValueId k_cache, ValueId v_cache, ValueId mask, const AttentionOptions& o,
+                            const std::string& name);
+  Result<ValueId> gated_mlp(ValueId x, const GatedMlpWeights& w, std::string_view act, const std::string& name);
+  /// Top-k routed experts on x [S, hidden], computed densely (see blocks.cpp).
+  Result<ValueId> moe(ValueId x, const MoeWeights& w, const MoeOptions& o, const std::string& name);
+  /// A 0-d constant (f32, i64 or bool) for scalar operands of where / le.
+  ValueId scalar(ScalarType dtype, double value, const std::string& name);
   Result<ValueId> op(OpId op, std::vector<graph::Arg> args, const std::string& name) { return g_.add(op, std::move(args), name); }
 
   Graph& graph() { return g_; }
@@ -47,9 +114,12 @@ class BlockBuilder {
 
  private:
   Result<graph::TensorSource> source(const TensorRef& t);
+  /// `name`, or `name` without the optional prefix when only that exists.
+  std::string resolve(const std::string& name) const;
   Graph& g_;
   Checkpoint& ckpt_;
   ScalarType dtype_;
+  WeightLayout layout_;
 };
 
 }  // namespace hf2pte::models

@@ -1,6 +1,9 @@
-// The shared decoder-only transformer (Llama family): embeddings, N blocks of
-// pre-norm attention + gated MLP with a static KV cache, final norm, LM head.
-// Architectures differ only through ArchTraits and the typed config.
+// The shared decoder-only transformer: embeddings (RoPE or learned positions),
+// N blocks of attention over a static KV cache (full or sliding window) plus a
+// gated, plain or mixture-of-experts MLP, arranged pre-norm, sandwich,
+// post-norm or parallel; final norm, LM head, optional soft-capping.
+// Architectures differ only through their ArchTraits row and the typed config;
+// nothing here branches on model_type.
 #include <cmath>
 #include <cstring>
 
@@ -10,6 +13,7 @@
 #include "models/arch.h"
 #include "models/blocks.h"
 #include "models/model_builder.h"
+#include "models/rope.h"
 
 namespace hf2pte::models {
 
@@ -29,37 +33,62 @@ std::vector<uint8_t> to_bytes(const std::vector<T>& v) {
   return b;
 }
 
-/// cos/sin tables [max_seq_len, head_dim] of rotate_half RoPE, in double then rounded.
-std::pair<graph::ConstantData, graph::ConstantData> rope_tables(int64_t max_seq_len, int64_t head_dim, double theta) {
-  std::vector<float> cos_t(size_t(max_seq_len * head_dim)), sin_t(cos_t.size());
-  int64_t half = head_dim / 2;
-  for (int64_t p = 0; p < max_seq_len; ++p) {
-    for (int64_t j = 0; j < head_dim; ++j) {
-      double inv_freq = std::pow(theta, -double(2 * (j % half)) / double(head_dim));
-      double angle = double(p) * inv_freq;
-      cos_t[size_t(p * head_dim + j)] = float(std::cos(angle));
-      sin_t[size_t(p * head_dim + j)] = float(std::sin(angle));
-    }
-  }
-  auto origin = fmt::format("rope theta={} dim={}", theta, head_dim);
-  return {graph::ConstantData::from_bytes(ScalarType::kFloat, {max_seq_len, head_dim}, to_bytes(cos_t), origin + " cos"),
-          graph::ConstantData::from_bytes(ScalarType::kFloat, {max_seq_len, head_dim}, to_bytes(sin_t), origin + " sin")};
+struct LayerWeights {
+  std::optional<NormWeights> attn_norm, ffn_norm, post_attn_norm, post_ffn_norm, q_norm, k_norm;
+  LinearWeights q, k, v, o;
+  std::optional<LinearWeights> qkv;  ///< per-head fused q/k/v (GPT-NeoX), split at runtime
+  GatedMlpWeights mlp;               ///< plain MLPs leave gate.weight at -1
+  std::optional<MoeWeights> moe;
+};
+
+/// Per-layer norm, when the architecture's template names one.
+Result<std::optional<NormWeights>> optional_norm(BlockBuilder& b, std::string_view tmpl, int64_t layer, int64_t size,
+                                                 NormKind kind) {
+  if (tmpl.empty()) return std::optional<NormWeights>{};
+  HF2PTE_ASSIGN_OR_RETURN(NormWeights w, b.norm_weights(layer_name(tmpl, layer), size, kind));
+  return std::optional<NormWeights>{w};
 }
 
-struct LayerWeights {
-  ValueId attn_norm, ffn_norm;
-  LinearWeights q, k, v, o, gate, up, down;
-};
+Result<MoeWeights> load_moe(BlockBuilder& b, const ArchTraits& arch, const LlamaFamilyConfig& c, int64_t i) {
+  const auto& n = arch.names;
+  const int64_t H = c.hidden_size, E = c.num_experts;
+  // Mixtral's experts are intermediate_size wide; Qwen3-MoE has its own key.
+  const int64_t I = c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size;
+  MoeWeights m;
+  HF2PTE_ASSIGN_OR_RETURN(m.router, b.weight(layer_name(n.router, i), {E, H}));
+  for (int64_t e = 0; e < E; ++e) {
+    auto name = [&](std::string_view tmpl) { return fmt::format(fmt::runtime(tmpl), i, e); };
+    GatedMlpWeights x;
+    HF2PTE_ASSIGN_OR_RETURN(x.gate, b.linear_weights(name(n.expert_gate), I, H, false));
+    HF2PTE_ASSIGN_OR_RETURN(x.up, b.linear_weights(name(n.expert_up), I, H, false));
+    HF2PTE_ASSIGN_OR_RETURN(x.down, b.linear_weights(name(n.expert_down), H, I, false));
+    m.experts.push_back(x);
+  }
+  return m;
+}
 
 Result<LayerWeights> load_layer(BlockBuilder& b, const ArchTraits& arch, const LlamaFamilyConfig& c, int64_t i) {
   const auto& n = arch.names;
   const int64_t H = c.hidden_size, hd = c.head_dim, qd = c.num_attention_heads * hd,
                 kvd = c.num_key_value_heads * hd, I = c.intermediate_size;
-  const bool qkv_bias = arch.qkv_bias_always || c.attention_bias;
+  const bool qkv_bias = arch.bias.qkv || c.attention_bias;
+  const bool o_bias = arch.bias.o || c.attention_bias;
+  const bool mlp_bias = arch.bias.mlp || c.mlp_bias;
+  const NormKind nk = arch.norm;
   LayerWeights w;
-  HF2PTE_ASSIGN_OR_RETURN(w.attn_norm, b.weight(layer_name(n.attn_norm, i), {H}));
-  HF2PTE_ASSIGN_OR_RETURN(w.ffn_norm, b.weight(layer_name(n.ffn_norm, i), {H}));
-  if (!n.qkv.empty()) {
+  HF2PTE_ASSIGN_OR_RETURN(w.attn_norm, optional_norm(b, n.attn_norm, i, H, nk));
+  HF2PTE_ASSIGN_OR_RETURN(w.post_attn_norm, optional_norm(b, n.post_attn_norm, i, H, nk));
+  HF2PTE_ASSIGN_OR_RETURN(w.ffn_norm, optional_norm(b, n.ffn_norm, i, H, nk));
+  HF2PTE_ASSIGN_OR_RETURN(w.post_ffn_norm, optional_norm(b, n.post_ffn_norm, i, H, nk));
+  const bool full_width = arch.qk_norm == QkNormScope::kFullWidth;
+  HF2PTE_ASSIGN_OR_RETURN(w.q_norm, optional_norm(b, n.q_norm, i, full_width ? qd : hd, nk));
+  HF2PTE_ASSIGN_OR_RETURN(w.k_norm, optional_norm(b, n.k_norm, i, full_width ? kvd : hd, nk));
+  if (!n.qkv.empty() && (arch.qkv_per_head || arch.conv1d_weights)) {
+    // Kept as one linear and sliced at runtime: per-head rows cannot be split by
+    // row ranges, and Conv1D's [in, out] blocks are columns.
+    HF2PTE_ASSIGN_OR_RETURN(LinearWeights f, b.linear_weights(layer_name(n.qkv, i), qd + 2 * kvd, H, qkv_bias));
+    w.qkv = f;
+  } else if (!n.qkv.empty()) {
     // Fused [q; k; v] rows become three constants: no runtime split needed.
     auto prefix = layer_name(n.qkv, i);
     HF2PTE_ASSIGN_OR_RETURN(auto parts, b.split_rows(prefix + ".weight", {qd + 2 * kvd, H}, {qd, kvd, kvd}));
@@ -73,42 +102,83 @@ Result<LayerWeights> load_layer(BlockBuilder& b, const ArchTraits& arch, const L
     HF2PTE_ASSIGN_OR_RETURN(w.k, b.linear_weights(layer_name(n.k, i), kvd, H, qkv_bias));
     HF2PTE_ASSIGN_OR_RETURN(w.v, b.linear_weights(layer_name(n.v, i), kvd, H, qkv_bias));
   }
-  HF2PTE_ASSIGN_OR_RETURN(w.o, b.linear_weights(layer_name(n.o, i), H, qd, c.attention_bias));
-  if (!n.gate_up.empty()) {
+  HF2PTE_ASSIGN_OR_RETURN(w.o, b.linear_weights(layer_name(n.o, i), H, qd, o_bias));
+  if (!n.router.empty()) {
+    HF2PTE_ASSIGN_OR_RETURN(MoeWeights m, load_moe(b, arch, c, i));
+    w.moe = std::move(m);
+  } else if (!n.gate_up.empty()) {
     HF2PTE_ASSIGN_OR_RETURN(auto parts, b.split_rows(layer_name(n.gate_up, i) + ".weight", {2 * I, H}, {I, I}));
-    w.gate.weight = parts[0], w.up.weight = parts[1];
+    w.mlp.gate.weight = parts[0], w.mlp.up.weight = parts[1];
   } else {
-    HF2PTE_ASSIGN_OR_RETURN(w.gate, b.linear_weights(layer_name(n.gate, i), I, H, c.mlp_bias));
-    HF2PTE_ASSIGN_OR_RETURN(w.up, b.linear_weights(layer_name(n.up, i), I, H, c.mlp_bias));
+    if (!n.gate.empty()) {
+      HF2PTE_ASSIGN_OR_RETURN(w.mlp.gate, b.linear_weights(layer_name(n.gate, i), I, H, mlp_bias));
+    }
+    HF2PTE_ASSIGN_OR_RETURN(w.mlp.up, b.linear_weights(layer_name(n.up, i), I, H, mlp_bias));
   }
-  HF2PTE_ASSIGN_OR_RETURN(w.down, b.linear_weights(layer_name(n.down, i), H, I, c.mlp_bias));
+  if (!w.moe) {
+    HF2PTE_ASSIGN_OR_RETURN(w.mlp.down, b.linear_weights(layer_name(n.down, i), H, I, mlp_bias));
+  }
   return w;
 }
 
-/// Values shared by every layer: positions-derived tables and the mask.
+/// Values shared by every layer.
 struct Shared {
   SymInt S;
-  ValueId cache_position, cos, sin, mask;
+  ValueId cache_position;
   int64_t max_seq_len;
 };
 
-Result<ValueId> decoder_layer(BlockBuilder& b, const LlamaFamilyConfig& c, const LayerWeights& w, const Shared& sh,
-                              ValueId x, int64_t i) {
+/// What differs between full and sliding layers: the mask and (Gemma 3) the RoPE theta.
+struct LayerInputs {
+  ValueId cos = -1, sin = -1;  ///< -1: no RoPE
+  ValueId mask = -1;
+};
+
+Result<ValueId> attention_block(BlockBuilder& b, const ArchTraits& arch, const LlamaFamilyConfig& c,
+                                const LayerWeights& w, const Shared& sh, const LayerInputs& in, ValueId h,
+                                const std::string& p) {
   Graph& g = b.graph();
-  const auto p = fmt::format("layers.{}", i);
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
   const SymInt& S = sh.S;
-
-  // Attention: h = x + o_proj(sdpa(rope(q), cache(rope(k)), cache(v))).
-  HF2PTE_ASSIGN_OR_RETURN(ValueId h, b.rms_norm(x, w.attn_norm, c.rms_norm_eps, p + ".attn_norm"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId q, b.linear(h, w.q, p + ".attn.q_proj"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId k, b.linear(h, w.k, p + ".attn.k_proj"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId v, b.linear(h, w.v, p + ".attn.v_proj"));
-  HF2PTE_ASSIGN_OR_RETURN(q, b.op(OpId::ViewCopyOut, {q, IntList{S, nh, hd}}, p + ".attn.q_heads"));
-  HF2PTE_ASSIGN_OR_RETURN(k, b.op(OpId::ViewCopyOut, {k, IntList{S, nkv, hd}}, p + ".attn.k_heads"));
-  HF2PTE_ASSIGN_OR_RETURN(v, b.op(OpId::ViewCopyOut, {v, IntList{S, nkv, hd}}, p + ".attn.v_heads"));
-  HF2PTE_ASSIGN_OR_RETURN(q, b.rope(q, sh.cos, sh.sin, p + ".attn.q_rope"));
-  HF2PTE_ASSIGN_OR_RETURN(k, b.rope(k, sh.cos, sh.sin, p + ".attn.k_rope"));
+  const NormOptions no{arch.norm, c.rms_norm_eps};
+  ValueId q, k, v;
+  if (w.qkv && arch.qkv_per_head) {
+    // GPT-NeoX rows are [q_h | k_h | v_h] per head: view [S, heads, 3*hd] and slice.
+    HF2PTE_ASSIGN_OR_RETURN(ValueId qkv, b.linear(h, *w.qkv, p + ".attn.qkv_proj"));
+    HF2PTE_ASSIGN_OR_RETURN(qkv, b.op(OpId::ViewCopyOut, {qkv, IntList{S, nh, 3 * hd}}, p + ".attn.qkv_heads"));
+    HF2PTE_ASSIGN_OR_RETURN(q, b.op(OpId::SliceCopyTensorOut, {qkv, int64_t{-1}, SymInt(0), SymInt(hd)}, p + ".attn.q_heads"));
+    HF2PTE_ASSIGN_OR_RETURN(k, b.op(OpId::SliceCopyTensorOut, {qkv, int64_t{-1}, SymInt(hd), SymInt(2 * hd)}, p + ".attn.k_heads"));
+    HF2PTE_ASSIGN_OR_RETURN(v, b.op(OpId::SliceCopyTensorOut, {qkv, int64_t{-1}, SymInt(2 * hd), SymInt(3 * hd)}, p + ".attn.v_heads"));
+  } else {
+    if (w.qkv) {
+      // [q | k | v] blocks along the output (GPT-2's c_attn).
+      const int64_t qd = nh * hd, kvd = nkv * hd;
+      HF2PTE_ASSIGN_OR_RETURN(ValueId qkv, b.linear(h, *w.qkv, p + ".attn.qkv_proj"));
+      HF2PTE_ASSIGN_OR_RETURN(q, b.op(OpId::SliceCopyTensorOut, {qkv, int64_t{-1}, SymInt(0), SymInt(qd)}, p + ".attn.q_proj"));
+      HF2PTE_ASSIGN_OR_RETURN(k, b.op(OpId::SliceCopyTensorOut, {qkv, int64_t{-1}, SymInt(qd), SymInt(qd + kvd)}, p + ".attn.k_proj"));
+      HF2PTE_ASSIGN_OR_RETURN(v, b.op(OpId::SliceCopyTensorOut, {qkv, int64_t{-1}, SymInt(qd + kvd), SymInt(qd + 2 * kvd)}, p + ".attn.v_proj"));
+    } else {
+      HF2PTE_ASSIGN_OR_RETURN(q, b.linear(h, w.q, p + ".attn.q_proj"));
+      HF2PTE_ASSIGN_OR_RETURN(k, b.linear(h, w.k, p + ".attn.k_proj"));
+      HF2PTE_ASSIGN_OR_RETURN(v, b.linear(h, w.v, p + ".attn.v_proj"));
+    }
+    if (arch.qk_norm == QkNormScope::kFullWidth && w.q_norm) {
+      // OLMo 2 normalises the whole projection, before the split into heads.
+      HF2PTE_ASSIGN_OR_RETURN(q, b.norm(q, *w.q_norm, no, p + ".attn.q_norm"));
+      HF2PTE_ASSIGN_OR_RETURN(k, b.norm(k, *w.k_norm, no, p + ".attn.k_norm"));
+    }
+    HF2PTE_ASSIGN_OR_RETURN(q, b.op(OpId::ViewCopyOut, {q, IntList{S, nh, hd}}, p + ".attn.q_heads"));
+    HF2PTE_ASSIGN_OR_RETURN(k, b.op(OpId::ViewCopyOut, {k, IntList{S, nkv, hd}}, p + ".attn.k_heads"));
+    HF2PTE_ASSIGN_OR_RETURN(v, b.op(OpId::ViewCopyOut, {v, IntList{S, nkv, hd}}, p + ".attn.v_heads"));
+  }
+  if (arch.qk_norm == QkNormScope::kPerHead && w.q_norm) {
+    HF2PTE_ASSIGN_OR_RETURN(q, b.norm(q, *w.q_norm, no, p + ".attn.q_norm"));
+    HF2PTE_ASSIGN_OR_RETURN(k, b.norm(k, *w.k_norm, no, p + ".attn.k_norm"));
+  }
+  if (in.cos >= 0) {  // no tables: learned absolute positions instead (GPT-2)
+    HF2PTE_ASSIGN_OR_RETURN(q, b.rope(q, in.cos, in.sin, p + ".attn.q_rope"));
+    HF2PTE_ASSIGN_OR_RETURN(k, b.rope(k, in.cos, in.sin, p + ".attn.k_rope"));
+  }
   IntList heads_first{1, 0, 2};
   HF2PTE_ASSIGN_OR_RETURN(q, b.op(OpId::PermuteCopyOut, {q, heads_first}, p + ".attn.q_t"));
   HF2PTE_ASSIGN_OR_RETURN(k, b.op(OpId::PermuteCopyOut, {k, heads_first}, p + ".attn.k_t"));
@@ -122,40 +192,143 @@ Result<ValueId> decoder_layer(BlockBuilder& b, const LlamaFamilyConfig& c, const
   HF2PTE_RETURN_IF_ERROR(g.add_node(OpId::IndexPut_, {k_cache, at_positions, k}, p + ".attn.k_update").status());
   HF2PTE_RETURN_IF_ERROR(g.add_node(OpId::IndexPut_, {v_cache, at_positions, v}, p + ".attn.v_update").status());
 
-  double scale = 1.0 / std::sqrt(double(hd));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId attn, b.op(OpId::ScaledDotProductAttention,
-                                             {q, k_cache, v_cache, sh.mask, 0.0, false, scale, nh != nkv}, p + ".attn.sdpa"));
+  AttentionOptions ao;
+  ao.heads = nh;
+  ao.kv_heads = nkv;
+  // Gemma 2/3 scale by query_pre_attn_scalar^-0.5 instead of head_dim^-0.5.
+  ao.scale = 1.0 / std::sqrt(c.query_pre_attn_scalar.value_or(double(hd)));
+  ao.softcap = c.attn_logit_softcapping;
+  HF2PTE_ASSIGN_OR_RETURN(ValueId attn, b.attention(q, k_cache, v_cache, in.mask, ao, p + ".attn.sdpa"));
   HF2PTE_ASSIGN_OR_RETURN(attn, b.op(OpId::PermuteCopyOut, {attn, heads_first}, p + ".attn.out_t"));
   HF2PTE_ASSIGN_OR_RETURN(attn, b.op(OpId::ViewCopyOut, {attn, IntList{S, nh * hd}}, p + ".attn.merge"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId o, b.linear(attn, w.o, p + ".attn.o_proj"));
-  HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, o}, p + ".attn_residual"));
-
-  // MLP: x + down(silu(gate(h)) * up(h)).
-  HF2PTE_ASSIGN_OR_RETURN(h, b.rms_norm(x, w.ffn_norm, c.rms_norm_eps, p + ".ffn_norm"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId gate, b.linear(h, w.gate, p + ".mlp.gate_proj"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId up, b.linear(h, w.up, p + ".mlp.up_proj"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId act, b.op(OpId::Silu, {gate}, p + ".mlp.act"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId prod, b.op(OpId::MulOut, {act, up}, p + ".mlp.gated"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId down, b.linear(prod, w.down, p + ".mlp.down_proj"));
-  return b.op(OpId::AddOut, {x, down}, p + ".mlp_residual");
+  return b.linear(attn, w.o, p + ".attn.o_proj");
 }
 
-Status check_supported(const LlamaFamilyConfig& c, int64_t max_seq_len) {
-  if (!c.rope_scaling.is_null()) {
-    return make_error(ErrorCode::kNotSupported, "config.json: rope_scaling {} is not supported yet", c.rope_scaling.dump());
+Result<ValueId> mlp_block(BlockBuilder& b, const LlamaFamilyConfig& c, const LayerWeights& w, ValueId h,
+                          const std::string& p) {
+  if (w.moe) return b.moe(h, *w.moe, MoeOptions{c.num_experts_per_tok, c.hidden_act}, p + ".moe");
+  if (w.mlp.gate.weight >= 0) return b.gated_mlp(h, w.mlp, c.hidden_act, p + ".mlp");
+  // Plain MLP (Phi fc1/fc2, GPT-NeoX dense_h_to_4h/dense_4h_to_h): down(act(up(x))).
+  HF2PTE_ASSIGN_OR_RETURN(ValueId up, b.linear(h, w.mlp.up, p + ".mlp.up_proj"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId a, b.activation(up, c.hidden_act, p + ".mlp.act"));
+  return b.linear(a, w.mlp.down, p + ".mlp.down_proj");
+}
+
+// One layer; the norms present and parallel_residual give every layout:
+//   pre-norm (Llama):   h = x + attn(n1(x));            out = h + mlp(n2(h))
+//   sandwich (Gemma 2): h = x + n1'(attn(n1(x)));       out = h + n2'(mlp(n2(h)))
+//   post-norm (OLMo 2): h = x + n1'(attn(x));           out = h + n2'(mlp(h))
+//   parallel (NeoX):    out = x + attn(n1(x)) + mlp(n2(x)); Phi shares n1 for both.
+Result<ValueId> decoder_layer(BlockBuilder& b, const ArchTraits& arch, const LlamaFamilyConfig& c,
+                              const LayerWeights& w, const Shared& sh, const LayerInputs& in, ValueId x, int64_t i) {
+  const auto p = fmt::format("layers.{}", i);
+  const NormOptions no{arch.norm, c.rms_norm_eps};
+  ValueId attn_in = x;
+  if (w.attn_norm) {
+    HF2PTE_ASSIGN_OR_RETURN(attn_in, b.norm(x, *w.attn_norm, no, p + ".attn_norm"));
   }
-  if (c.hidden_act != "silu") {
-    return make_error(ErrorCode::kNotSupported, "config.json: hidden_act '{}' is not supported for this architecture yet; expected silu", c.hidden_act);
+  HF2PTE_ASSIGN_OR_RETURN(ValueId a, attention_block(b, arch, c, w, sh, in, attn_in, p));
+  if (w.post_attn_norm) {
+    HF2PTE_ASSIGN_OR_RETURN(a, b.norm(a, *w.post_attn_norm, no, p + ".post_attn_norm"));
+  }
+  ValueId mlp_in = attn_in;
+  if (!arch.parallel_residual) {
+    HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, a}, p + ".attn_residual"));
+    mlp_in = x;
+  }
+  if (w.ffn_norm) {
+    HF2PTE_ASSIGN_OR_RETURN(mlp_in, b.norm(x, *w.ffn_norm, no, p + ".ffn_norm"));
+  }
+  HF2PTE_ASSIGN_OR_RETURN(ValueId m, mlp_block(b, c, w, mlp_in, p));
+  if (w.post_ffn_norm) {
+    HF2PTE_ASSIGN_OR_RETURN(m, b.norm(m, *w.post_ffn_norm, no, p + ".post_ffn_norm"));
+  }
+  if (arch.parallel_residual) {
+    HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, a}, p + ".attn_residual"));
+  }
+  return b.op(OpId::AddOut, {x, m}, p + ".mlp_residual");
+}
+
+// Config values that change the math but have no implementation here.
+Status check_supported(const ArchTraits& arch, const LlamaFamilyConfig& c, int64_t max_seq_len) {
+  HF2PTE_CHECK_OR_RETURN(c.scale_attn_weights && !c.scale_attn_by_inverse_layer_idx, kNotSupported,
+                         "config.json: scale_attn_weights false / scale_attn_by_inverse_layer_idx true are not "
+                         "supported yet");
+  if (!arch.names.pos_embed.empty()) {
+    // Learned positions exist only up to max_position_embeddings.
+    HF2PTE_CHECK_OR_RETURN(max_seq_len <= c.max_position_embeddings, kInvalidArgument,
+                           "--max-seq-len {} exceeds the learned position embeddings; expected <= {}", max_seq_len,
+                           c.max_position_embeddings);
+    return Status::ok();
   }
   if (c.head_dim % 2 != 0) {
     return make_error(ErrorCode::kInvalidInput, "config.json: head_dim must be even for rotary embeddings; got {}", c.head_dim);
   }
-  if (c.sliding_window && *c.sliding_window < max_seq_len) {
-    return make_error(ErrorCode::kNotSupported,
-                      "sliding_window {} is smaller than the maximum sequence length {}; pass --max-seq-len {} or less",
-                      *c.sliding_window, max_seq_len, *c.sliding_window);
+  const auto rotary = int64_t(double(c.head_dim) * c.partial_rotary_factor);
+  HF2PTE_CHECK_OR_RETURN(rotary >= 2 && rotary % 2 == 0, kInvalidInput,
+                         "config.json: rotary dims (head_dim * partial_rotary_factor) must be even and positive; got {}",
+                         rotary);
+  HF2PTE_CHECK_OR_RETURN(!c.qk_layernorm, kNotSupported, "config.json: qk_layernorm true is not supported yet");
+  HF2PTE_CHECK_OR_RETURN(!arch.parallel_residual || c.use_parallel_residual, kNotSupported,
+                         "config.json: use_parallel_residual false is not supported yet for {}", arch.model_type);
+  HF2PTE_CHECK_OR_RETURN(!arch.qkv_per_head || c.num_key_value_heads == c.num_attention_heads, kInvalidInput,
+                         "config.json: a per-head fused query_key_value needs num_key_value_heads == "
+                         "num_attention_heads; expected {}, got {}",
+                         c.num_attention_heads, c.num_key_value_heads);
+  if (!arch.names.router.empty()) {
+    HF2PTE_CHECK_OR_RETURN(c.num_experts > 0, kInvalidInput, "config.json: {} needs num_experts > 0; got {}",
+                           arch.model_type, c.num_experts);
+    HF2PTE_CHECK_OR_RETURN(c.norm_topk_prob, kNotSupported,
+                           "config.json: norm_topk_prob false (un-normalised top-k routing) is not supported yet");
+    HF2PTE_CHECK_OR_RETURN(c.decoder_sparse_step == 1 && c.mlp_only_layers.empty(), kNotSupported,
+                           "config.json: dense layers in a MoE model (decoder_sparse_step {}, mlp_only_layers of {}) "
+                           "are not supported yet; expected every layer MoE",
+                           c.decoder_sparse_step, c.mlp_only_layers.size());
   }
   return Status::ok();
+}
+
+
+/// RoPE rows for this call's positions: cos/sin [S, 1, rotary_dim].
+Result<std::pair<ValueId, ValueId>> rope_rows(BlockBuilder& b, const RopeSpec& spec, const Shared& sh,
+                                              const std::string& name) {
+  Graph& g = b.graph();
+  HF2PTE_ASSIGN_OR_RETURN(RopeTables t, rope_tables(spec, sh.max_seq_len));
+  ValueId cos_table = g.add_constant(name + ".cos_table", std::move(t.cos));
+  ValueId sin_table = g.add_constant(name + ".sin_table", std::move(t.sin));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId cos, b.op(OpId::IndexSelectOut, {cos_table, int64_t{0}, sh.cache_position}, name + ".cos_rows"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId sin, b.op(OpId::IndexSelectOut, {sin_table, int64_t{0}, sh.cache_position}, name + ".sin_rows"));
+  HF2PTE_ASSIGN_OR_RETURN(cos, b.op(OpId::ViewCopyOut, {cos, IntList{sh.S, 1, spec.rotary_dim}}, name + ".cos"));
+  HF2PTE_ASSIGN_OR_RETURN(sin, b.op(OpId::ViewCopyOut, {sin, IntList{sh.S, 1, spec.rotary_dim}}, name + ".sin"));
+  return std::pair{cos, sin};
+}
+
+/// The masks over the whole cache [S, max_seq_len]: causal (key j visible to
+/// query i iff j <= pos_i) and, when a window is given, sliding (also
+/// j > pos_i - window, i.e. 0 <= pos_i - j < window).
+struct Masks {
+  ValueId causal = -1;
+  std::optional<ValueId> sliding;
+};
+
+Result<Masks> build_masks(BlockBuilder& b, const Shared& sh, std::optional<int64_t> window) {
+  Graph& g = b.graph();
+  std::vector<int64_t> positions(static_cast<size_t>(sh.max_seq_len));
+  for (int64_t j = 0; j < sh.max_seq_len; ++j) positions[size_t(j)] = j;
+  ValueId key_pos = g.add_constant("mask.key_positions", graph::ConstantData::from_bytes(ScalarType::kLong, {1, sh.max_seq_len},
+                                                                                         to_bytes(positions), "arange(max_seq_len)"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId qpos, b.op(OpId::ViewCopyOut, {sh.cache_position, IntList{sh.S, 1}}, "mask.query_positions"));
+  Masks m;
+  HF2PTE_ASSIGN_OR_RETURN(m.causal, b.op(OpId::LeTensorOut, {key_pos, qpos}, "mask"));
+  if (window) {
+    HF2PTE_ASSIGN_OR_RETURN(ValueId first, b.op(OpId::AddScalarOut, {qpos, int64_t{1 - *window}}, "mask.window_first"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId in_window, b.op(OpId::LeTensorOut, {first, key_pos}, "mask.in_window"));
+    // where(a, b, false) == a && b, with ops every portable kernel library has.
+    ValueId no = b.scalar(ScalarType::kBool, 0, "mask.false");
+    HF2PTE_ASSIGN_OR_RETURN(ValueId sliding, b.op(OpId::WhereSelfOut, {m.causal, in_window, no}, "mask.sliding"));
+    m.sliding = sliding;
+  }
+  return m;
 }
 
 }  // namespace
@@ -165,18 +338,13 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   BuiltModel out;
   out.model_type = std::string(arch.model_type);
   out.architecture = std::string(arch.architecture);
-  int64_t max_seq_len = opt.max_seq_len.value_or(std::min<int64_t>(c.max_position_embeddings, 2048));
-  if (!opt.max_seq_len && c.sliding_window && *c.sliding_window < max_seq_len) {
-    // Positions never reach the window, so the window has no effect; say so.
-    out.warnings.push_back(fmt::format("max sequence length lowered from {} to sliding_window {}", max_seq_len, *c.sliding_window));
-    max_seq_len = *c.sliding_window;
-  }
+  const int64_t max_seq_len = opt.max_seq_len.value_or(std::min<int64_t>(c.max_position_embeddings, 2048));
   HF2PTE_CHECK_OR_RETURN(max_seq_len >= 1, kInvalidArgument, "--max-seq-len must be at least 1; got {}", max_seq_len);
-  HF2PTE_RETURN_IF_ERROR(check_supported(c, max_seq_len));
+  HF2PTE_RETURN_IF_ERROR(check_supported(arch, c, max_seq_len));
   out.max_seq_len = max_seq_len;
 
   Graph g("forward");
-  BlockBuilder b(g, ckpt, opt.dtype);
+  BlockBuilder b(g, ckpt, opt.dtype, WeightLayout{arch.conv1d_weights, arch.optional_prefix});
   Shared sh;
   sh.max_seq_len = max_seq_len;
   sh.S = g.add_dim("seq", 1, max_seq_len);
@@ -187,36 +355,51 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   HF2PTE_ASSIGN_OR_RETURN(ValueId embed, b.weight(std::string(arch.names.embed), {V, H}));
   HF2PTE_ASSIGN_OR_RETURN(ValueId ids, b.op(OpId::ViewCopyOut, {input_ids, IntList{sh.S}}, "ids"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId x, b.op(OpId::EmbeddingOut, {embed, ids}, "embed"));
+  if (arch.scale_embeddings) {
+    // Gemma: x * sqrt(hidden), the factor rounded to the activation dtype first as HF does.
+    HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::MulScalarOut, {x, double(float(std::sqrt(double(H))))}, "embed_scaled"));
+  }
 
-  auto [cos_c, sin_c] = rope_tables(max_seq_len, hd, c.rope_theta);
-  ValueId cos_table = g.add_constant("rope.cos_table", std::move(cos_c));
-  ValueId sin_table = g.add_constant("rope.sin_table", std::move(sin_c));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId cos, b.op(OpId::IndexSelectOut, {cos_table, int64_t{0}, sh.cache_position}, "rope.cos_rows"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId sin, b.op(OpId::IndexSelectOut, {sin_table, int64_t{0}, sh.cache_position}, "rope.sin_rows"));
-  HF2PTE_ASSIGN_OR_RETURN(sh.cos, b.op(OpId::ViewCopyOut, {cos, IntList{sh.S, 1, hd}}, "rope.cos"));
-  HF2PTE_ASSIGN_OR_RETURN(sh.sin, b.op(OpId::ViewCopyOut, {sin, IntList{sh.S, 1, hd}}, "rope.sin"));
-
-  // Causal mask over the whole cache: key j is visible to query i iff j <= cache_position[i].
-  std::vector<int64_t> positions(static_cast<size_t>(max_seq_len));
-  for (int64_t j = 0; j < max_seq_len; ++j) positions[size_t(j)] = j;
-  ValueId key_pos = g.add_constant("mask.key_positions",
-                                   graph::ConstantData::from_bytes(ScalarType::kLong, {1, max_seq_len}, to_bytes(positions), "arange(max_seq_len)"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId qpos, b.op(OpId::ViewCopyOut, {sh.cache_position, IntList{sh.S, 1}}, "mask.query_positions"));
-  HF2PTE_ASSIGN_OR_RETURN(sh.mask, b.op(OpId::LeTensorOut, {key_pos, qpos}, "mask"));
+  // RoPE: every layer uses rope_theta with rope_scaling, except Gemma 3's
+  // sliding layers (rope_local_base_freq, unscaled). GPT-2 adds learned positions instead.
+  std::pair<ValueId, ValueId> global_rows{-1, -1};
+  if (!arch.names.pos_embed.empty()) {
+    HF2PTE_ASSIGN_OR_RETURN(ValueId wpe, b.weight(std::string(arch.names.pos_embed), {c.max_position_embeddings, H}));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId pos, b.op(OpId::IndexSelectOut, {wpe, int64_t{0}, sh.cache_position}, "pos_embed"));
+    HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, pos}, "embed_with_pos"));
+  } else {
+    RopeSpec global{int64_t(double(hd) * c.partial_rotary_factor), c.rope_theta, c.rope_scaling, c.max_position_embeddings};
+    HF2PTE_ASSIGN_OR_RETURN(global_rows, rope_rows(b, global, sh, "rope"));
+  }
+  auto local_rows = global_rows;
+  if (c.rope_local_base_freq && global_rows.first >= 0) {
+    RopeSpec local{int64_t(double(hd) * c.partial_rotary_factor), *c.rope_local_base_freq, nlohmann::json(), c.max_position_embeddings};
+    HF2PTE_ASSIGN_OR_RETURN(local_rows, rope_rows(b, local, sh, "rope_local"));
+  }
+  bool any_sliding = false;
+  for (AttentionKind k : c.layer_types) any_sliding = any_sliding || k == AttentionKind::kSliding;
+  HF2PTE_ASSIGN_OR_RETURN(Masks masks, build_masks(b, sh, any_sliding ? c.sliding_window : std::nullopt));
 
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const bool sliding = c.layer_types[size_t(i)] == AttentionKind::kSliding;
+    const auto& rows = sliding ? local_rows : global_rows;
+    LayerInputs in{rows.first, rows.second, sliding ? *masks.sliding : masks.causal};
     HF2PTE_ASSIGN_OR_RETURN(LayerWeights w, load_layer(b, arch, c, i));
-    HF2PTE_ASSIGN_OR_RETURN(x, decoder_layer(b, c, w, sh, x, i));
+    HF2PTE_ASSIGN_OR_RETURN(x, decoder_layer(b, arch, c, w, sh, in, x, i));
   }
-  HF2PTE_ASSIGN_OR_RETURN(ValueId final_norm, b.weight(std::string(arch.names.final_norm), {H}));
-  HF2PTE_ASSIGN_OR_RETURN(x, b.rms_norm(x, final_norm, c.rms_norm_eps, "final_norm"));
+  HF2PTE_ASSIGN_OR_RETURN(NormWeights final_norm, b.norm_weights(std::string(arch.names.final_norm), H, arch.norm));
+  HF2PTE_ASSIGN_OR_RETURN(x, b.norm(x, final_norm, NormOptions{arch.norm, c.rms_norm_eps}, "final_norm"));
   LinearWeights head;
-  if (c.tie_word_embeddings && !ckpt.has(arch.names.lm_head)) {
+  const std::string lm_head(arch.names.lm_head);
+  if (c.tie_word_embeddings && !b.has(lm_head + ".weight")) {
     head.weight = embed;  // tied: the embedding matrix is the output projection
   } else {
-    HF2PTE_ASSIGN_OR_RETURN(head.weight, b.weight(std::string(arch.names.lm_head), {V, H}));
+    HF2PTE_ASSIGN_OR_RETURN(head, b.linear_weights(lm_head, V, H, arch.bias.lm_head));
   }
   HF2PTE_ASSIGN_OR_RETURN(ValueId logits, b.linear(x, head, "lm_head"));
+  if (c.final_logit_softcapping) {
+    HF2PTE_ASSIGN_OR_RETURN(logits, b.softcap(logits, *c.final_logit_softcapping, "final_softcap"));
+  }
   HF2PTE_ASSIGN_OR_RETURN(logits, b.op(OpId::ViewCopyOut, {logits, IntList{1, sh.S, V}}, "logits"));
   g.set_outputs({logits});
 

@@ -104,6 +104,77 @@ TEST(LlamaFamilyConfig, MistralQwen2Phi3Fixtures) {
   EXPECT_FALSE(phi3.tie_word_embeddings);
 }
 
+TEST(LlamaFamilyConfig, NewerFamilyFixtures) {
+  using K = AttentionKind;
+  auto gemma = fixture_config("gemma");
+  EXPECT_EQ(gemma.hidden_act, "gelu_pytorch_tanh");
+  EXPECT_TRUE(gemma.tie_word_embeddings);  // key absent: Gemma's class default
+  EXPECT_EQ(gemma.head_dim, 32);
+
+  auto gemma2 = fixture_config("gemma2");
+  EXPECT_EQ(gemma2.query_pre_attn_scalar, 24.0);
+  EXPECT_EQ(gemma2.attn_logit_softcapping, 8.0);
+  EXPECT_EQ(gemma2.final_logit_softcapping, 6.0);
+  EXPECT_EQ(gemma2.sliding_window, 8);
+  EXPECT_EQ(gemma2.layer_types, (std::vector<K>{K::kSliding, K::kFull}));  // even layers slide
+
+  auto gemma3 = fixture_config("gemma3");
+  EXPECT_EQ(gemma3.model_type, "gemma3_text");
+  EXPECT_FALSE(gemma3.attn_logit_softcapping.has_value());  // explicit null
+  EXPECT_EQ(gemma3.rope_local_base_freq, 1e4);
+  EXPECT_DOUBLE_EQ(gemma3.rope_theta, 1e6);
+  EXPECT_EQ(gemma3.layer_types, (std::vector<K>{K::kSliding, K::kFull}));  // pattern 2
+
+  auto neox = fixture_config("gpt_neox");
+  EXPECT_DOUBLE_EQ(neox.rope_theta, 1e4);  // rotary_emb_base
+  EXPECT_DOUBLE_EQ(neox.partial_rotary_factor, 0.25);  // rotary_pct
+  EXPECT_DOUBLE_EQ(neox.rms_norm_eps, 1e-5);  // layer_norm_eps
+  EXPECT_TRUE(neox.attention_bias);
+  EXPECT_EQ(neox.hidden_act, "gelu");
+
+  auto phi = fixture_config("phi");
+  EXPECT_DOUBLE_EQ(phi.partial_rotary_factor, 0.4);
+  EXPECT_EQ(phi.hidden_act, "gelu_new");
+
+  auto mixtral = fixture_config("mixtral");
+  EXPECT_EQ(mixtral.num_experts, 4);  // num_local_experts
+  EXPECT_EQ(mixtral.num_experts_per_tok, 2);
+  EXPECT_TRUE(mixtral.norm_topk_prob);
+
+  auto moe = fixture_config("qwen3_moe");
+  EXPECT_EQ(moe.num_experts, 8);
+  EXPECT_EQ(moe.moe_intermediate_size, 48);
+  EXPECT_TRUE(moe.norm_topk_prob);
+  EXPECT_EQ(moe.head_dim, 16);
+
+  // GPT-2 spellings go through transformers' attribute_map; n_inner null is 4 * n_embd.
+  auto gpt2 = fixture_config("gpt2");
+  EXPECT_EQ(gpt2.hidden_size, 64);
+  EXPECT_EQ(gpt2.num_attention_heads, 4);
+  EXPECT_EQ(gpt2.num_hidden_layers, 2);
+  EXPECT_EQ(gpt2.intermediate_size, 256);
+  EXPECT_EQ(gpt2.max_position_embeddings, 64);
+  EXPECT_DOUBLE_EQ(gpt2.rms_norm_eps, 1e-5);  // layer_norm_epsilon
+  EXPECT_EQ(gpt2.hidden_act, "gelu_new");
+  EXPECT_TRUE(gpt2.tie_word_embeddings);
+
+  // Explicit layer_types (newer transformers) override the class rule.
+  json g = minimal("gemma3_text");
+  g["sliding_window"] = 4;
+  g["layer_types"] = {"full_attention", "sliding_attention"};
+  auto c = parse_llama_family_config(g, kWhere);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->layer_types, (std::vector<K>{K::kFull, K::kSliding}));
+  // Absent keys take the class defaults (Gemma 2 soft-capping 50 / 30, head_dim 256).
+  json g2_config = minimal("gemma2");
+  g2_config["num_key_value_heads"] = 2;  // the class default (16) does not divide 4 heads
+  auto g2 = parse_llama_family_config(g2_config, kWhere);
+  ASSERT_TRUE(g2.is_ok());
+  EXPECT_EQ(g2->attn_logit_softcapping, 50.0);
+  EXPECT_EQ(g2->final_logit_softcapping, 30.0);
+  EXPECT_EQ(g2->head_dim, 256);
+}
+
 TEST(LlamaFamilyConfig, ClassDefaultsPerModelType) {
   auto llama = parse_llama_family_config(minimal("llama"), kWhere);
   ASSERT_TRUE(llama.is_ok()) << llama.status().message();
@@ -161,10 +232,11 @@ TEST(LlamaFamilyConfig, ClassDefaultsPerModelType) {
   EXPECT_EQ(parse_llama_family_config(n, kWhere)->num_key_value_heads, 4);
 
   // Unknown types parse with LlamaConfig's defaults; the builder rejects them.
-  auto other = parse_llama_family_config(minimal("olmo2"), kWhere);
+  auto other = parse_llama_family_config(minimal("falcon"), kWhere);
   ASSERT_TRUE(other.is_ok());
-  EXPECT_EQ(other->model_type, "olmo2");
-  EXPECT_FALSE(is_llama_family_model_type("olmo2"));
+  EXPECT_EQ(other->model_type, "falcon");
+  EXPECT_FALSE(is_llama_family_model_type("falcon"));
+  EXPECT_TRUE(is_llama_family_model_type("olmo2"));
   EXPECT_TRUE(is_llama_family_model_type("phi3"));
 }
 

@@ -200,6 +200,14 @@ Status SigmoidOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   return unary_float(OpId::SigmoidOut, args, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
 }
 
+Status TanhOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  return unary_float(OpId::TanhOut, args, [](double v) { return std::tanh(v); });
+}
+
+Status ErfOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  return unary_float(OpId::ErfOut, args, [](double v) { return std::erf(v); });
+}
+
 Status PowTensorScalarOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   constexpr OpId op = OpId::PowTensorScalarOut;
   HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));

@@ -254,6 +254,22 @@ TEST_P(ElementwiseTest, RsqrtAndSigmoid) {
   EXPECT_TRUE(tensor_matches<float>(s, {4}, {0.5f, 1, 3.7200760e-44f, 0.75f}, tol()));
 }
 
+TEST_P(ElementwiseTest, TanhAndErf) {
+  auto* t = a.out(kF32, {4});
+  HF2PTE_EXPECT_OK(run("aten::tanh.out", {a.tensor<float>({4}, {0, 0.5f, -30, 30}), t, t}));
+  EXPECT_TRUE(tensor_matches<float>(t, {4}, {0, 0.46211716f, -1, 1}, tol()));
+  auto* e = a.out(kF32, {4});
+  HF2PTE_EXPECT_OK(run("aten::erf.out", {a.tensor<float>({4}, {0, 0.5f, -1, 10}), e, e}));
+  EXPECT_TRUE(tensor_matches<float>(e, {4}, {0, 0.52049988f, -0.84270079f, 1}, tol()));
+  // Integer input gives a float result; an integer out is refused.
+  auto* ti = a.out(kF32, {1});
+  HF2PTE_EXPECT_OK(run("aten::tanh.out", {a.tensor<int64_t>({1}, {0}), ti, ti}));
+  EXPECT_TRUE(tensor_matches<float>(ti, {1}, {0}, tol()));
+  auto* bad = a.out(kI64, {1});
+  HF2PTE_EXPECT_ERROR(run("aten::erf.out", {a.tensor<int64_t>({1}, {1}), bad, bad}), kNotSupported,
+                      "out has dtype i64");
+}
+
 TEST_P(ElementwiseTest, PowTensorScalar) {
   auto* out = a.out(kF32, {3});
   HF2PTE_EXPECT_OK(run("aten::pow.Tensor_Scalar_out",
