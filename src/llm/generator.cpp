@@ -67,36 +67,56 @@ Result<std::vector<float>> TextGenerator::forward(const std::vector<int64_t>& id
   return out;
 }
 
+std::string GenerationStats::summary() const {
+  return fmt::format("prompt tokens {}, prefill {:.1f} tok/s, generated tokens {}, decode {:.1f} tok/s, time to first token {:.3f} s",
+                     prompt_tokens, prefill_tokens_per_second(), generated_tokens, decode_tokens_per_second(),
+                     time_to_first_token);
+}
+
 Result<std::vector<int64_t>> TextGenerator::generate(const std::vector<int64_t>& prompt, const GenerationConfig& config,
                                                      const std::function<bool(int64_t)>& on_token,
                                                      GenerationStats* stats) {
+  HF2PTE_CHECK_OR_RETURN(!prompt.empty(), kInvalidArgument, "the prompt is empty");
+  HF2PTE_CHECK_OR_RETURN(int64_t(prompt.size()) <= max_seq_len_, kOutOfRange,
+                         "the prompt has {} tokens; the program's context holds at most {} (export with a larger --max-seq-len)",
+                         prompt.size(), max_seq_len_);
   GenerationStats st;
   st.prompt_tokens = int64_t(prompt.size());
-  auto t0 = std::chrono::steady_clock::now();
-  auto argmax_row = [&](const std::vector<float>& logits, int64_t row) {
-    const float* r = logits.data() + row * vocab_size_;
-    return int64_t(std::max_element(r, r + vocab_size_) - r);
+  Sampler sampler(config.sampling);
+  std::vector<int64_t> history = prompt;  // for the repetition penalty
+  auto pick = [&](const std::vector<float>& logits, int64_t row) {
+    return sampler.sample(std::span<const float>(logits.data() + row * vocab_size_, size_t(vocab_size_)), history);
   };
+  auto cancelled = [&] { return config.cancel != nullptr && config.cancel->load(std::memory_order_relaxed); };
+  std::vector<int64_t> out;
+  auto finish = [&](const char* reason, std::chrono::steady_clock::time_point t1) {
+    st.decode_seconds = seconds_since(t1);
+    st.generated_tokens = int64_t(out.size());
+    st.stop_reason = reason;
+    if (stats) *stats = st;
+    return out;
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  if (config.max_new_tokens <= 0 || cancelled()) return finish(config.max_new_tokens <= 0 ? "max_new_tokens" : "cancelled", t0);
   HF2PTE_ASSIGN_OR_RETURN(auto logits, forward(prompt, 0));
   st.prefill_seconds = seconds_since(t0);
-  std::vector<int64_t> out;
-  int64_t next = argmax_row(logits, int64_t(prompt.size()) - 1);
+  int64_t next = pick(logits, int64_t(prompt.size()) - 1);
   int64_t pos = int64_t(prompt.size());
   auto t1 = std::chrono::steady_clock::now();
-  while (int64_t(out.size()) < config.max_new_tokens) {
+  while (true) {
     out.push_back(next);
+    history.push_back(next);
     if (out.size() == 1) st.time_to_first_token = seconds_since(t0);
-    if (on_token && !on_token(next)) break;
+    if (on_token && !on_token(next)) return finish("callback", t1);
     bool eos = std::find(eos_ids_.begin(), eos_ids_.end(), next) != eos_ids_.end();
-    if ((config.stop_at_eos && eos) || int64_t(out.size()) >= config.max_new_tokens || pos >= max_seq_len_) break;
+    if (config.stop_at_eos && eos) return finish("eos", t1);
+    if (int64_t(out.size()) >= config.max_new_tokens) return finish("max_new_tokens", t1);
+    if (pos >= max_seq_len_) return finish("context", t1);
+    if (cancelled()) return finish("cancelled", t1);
     HF2PTE_ASSIGN_OR_RETURN(logits, forward({next}, pos));
     ++pos;
-    next = argmax_row(logits, 0);
+    next = pick(logits, 0);
   }
-  st.decode_seconds = seconds_since(t1);
-  st.generated_tokens = int64_t(out.size());
-  if (stats) *stats = st;
-  return out;
 }
 
 }  // namespace hf2pte::llm

@@ -1,30 +1,50 @@
 // TextGenerator: prefill + decode on an LLM program that follows the
 // ExecuTorch LLM contract (forward(input_ids[1,S], cache_position[S]) ->
-// logits[1,S,V], KV cache in mutable buffers). Greedy decoding for now;
-// sampling, tokenizers and streaming text are the generation issue's.
+// logits[1,S,V], KV cache in mutable buffers). Greedy or sampled decoding
+// (sampler.h), stop on EOS, cancellation, and timing stats. Text (tokenizer,
+// streaming) is the caller's: see llm/tokenizer/tokenizer.h.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <string>
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "core/status.h"
+#include "llm/sampler.h"
 #include "runtime/program.h"
 
 namespace hf2pte::llm {
 
+/// What to generate and how to pick tokens.
 struct GenerationConfig {
   int64_t max_new_tokens = 32;
   bool stop_at_eos = true;
+  SamplingConfig sampling;  ///< default: greedy
+  /// Checked before every step; when it becomes true, generation stops and
+  /// returns the ids so far (stats.stop_reason "cancelled"). Not owned.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
+/// Timings of one generate() call.
 struct GenerationStats {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
   double prefill_seconds = 0;
-  double decode_seconds = 0;
-  double time_to_first_token = 0;
+  double decode_seconds = 0;       ///< the decode loop (forward calls after the first token)
+  double time_to_first_token = 0;  ///< prefill plus picking the first token
+  /// "eos", "max_new_tokens", "context" (KV cache full), "cancelled" or "callback".
+  std::string stop_reason;
+
+  double prefill_tokens_per_second() const { return prefill_seconds > 0 ? double(prompt_tokens) / prefill_seconds : 0; }
+  /// Tokens produced by decode steps (the first comes from prefill) per second.
+  double decode_tokens_per_second() const {
+    return decode_seconds > 0 && generated_tokens > 1 ? double(generated_tokens - 1) / decode_seconds : 0;
+  }
+  /// One line: prompt tokens, prefill tok/s, generated tokens, decode tok/s, time to first token.
+  std::string summary() const;
 };
 
 class TextGenerator {
@@ -33,8 +53,9 @@ class TextGenerator {
   static Result<std::unique_ptr<TextGenerator>> create(std::shared_ptr<rt::Program> program,
                                                        const rt::KernelRegistry& registry);
 
-  /// Runs the prompt, then greedy steps; `on_token` sees every new id as it is
-  /// produced (return false to stop). Returns the generated ids.
+  /// Runs the prompt, then decode steps; `on_token` sees every new id as it is
+  /// produced (return false to stop). Returns the generated ids. A prompt
+  /// longer than the program's context is refused (kOutOfRange) with both numbers.
   Result<std::vector<int64_t>> generate(const std::vector<int64_t>& prompt, const GenerationConfig& config,
                                         const std::function<bool(int64_t)>& on_token, GenerationStats* stats);
 

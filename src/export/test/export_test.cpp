@@ -332,7 +332,11 @@ void expect_no_live_overlap(const executorch_flatbuffer::ExecutionPlanT& ep) {
   }
   EXPECT_GT(checked, 0);
   ASSERT_GE(ep.non_const_buffer_sizes.size(), 2u);
-  for (const auto& l : live) if (l.planned) EXPECT_LE(l.hi, uint64_t(ep.non_const_buffer_sizes[1]));
+  for (const auto& l : live) {
+    if (l.planned) {
+      EXPECT_LE(l.hi, uint64_t(ep.non_const_buffer_sizes[1]));
+    }
+  }
 }
 
 TEST(MemoryPlan, FixtureProgramsNeverOverlapLiveTensors) {

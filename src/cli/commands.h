@@ -1,0 +1,44 @@
+// Subcommands that live in their own files; main.cpp registers them and
+// dispatches. Each add_* declares the options, each run_* executes and returns
+// the process exit code (errors printed as "hf2pte: error: <what> (<where>)").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+
+namespace hf2pte::cli {
+
+/// Prints `st` as the one-line CLI error and returns its exit code (2 input, 1 ours).
+int fail(const Status& st);
+
+struct TokenizeArgs {
+  std::string tokenizer, text, text_file, decode;
+  bool no_special = false;
+  CLI::Option* text_opt = nullptr;  // set by add_tokenize_command: tells "--text ''" from absent
+};
+/// `hf2pte tokenize --tokenizer DIR|OUT.pte (--text TEXT | --text-file F | --decode 1,2,3) [--no-special]`
+CLI::App* add_tokenize_command(CLI::App& app, TokenizeArgs& a);
+int run_tokenize(const TokenizeArgs& a);
+
+struct GenerateArgs {
+  std::string pte, prompt, prompt_ids, tokenizer;
+  int64_t max_new_tokens = 32;
+  double temperature = 0.0, top_p = 1.0, min_p = 0.0, repetition_penalty = 1.0;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  bool print_ids = false;
+  bool chat = false;  ///< wrap --prompt as a user message with the tokenizer's chat template
+  CLI::Option* prompt_opt = nullptr;
+};
+/// `hf2pte generate OUT.pte (--prompt TEXT [--tokenizer DIR] | --prompt-ids 1,2,3) [sampling flags] [--print-ids]`
+CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a);
+int run_generate(const GenerateArgs& a);
+
+/// Parses "1,2,3" (spaces allowed) into ids.
+Result<std::vector<int64_t>> parse_id_list(const std::string& s, const char* flag);
+
+}  // namespace hf2pte::cli

@@ -1,0 +1,146 @@
+// hf2pte generate: prompt (text through a tokenizer, or ids) -> streamed text
+// or ids, greedy or sampled, with a stats line on stderr.
+#include <csignal>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "kernels/portable/kernels.h"
+#include "llm/generator.h"
+#include "llm/tokenizer/chat_template.h"
+#include "llm/tokenizer/tokenizer.h"
+#include "runtime/program.h"
+
+namespace hf2pte::cli {
+namespace {
+
+// Ctrl-C stops generation cleanly (stats still printed); a second one kills.
+std::atomic<bool> g_cancel{false};
+extern "C" void on_sigint(int) {
+  g_cancel.store(true);
+  std::signal(SIGINT, SIG_DFL);
+}
+
+void write_out(const std::string& s) {
+  if (s.empty()) return;
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a) {
+  auto* gen = app.add_subcommand("generate", "generate text from a prompt with an exported LLM");
+  gen->add_option("pte", a.pte, ".pte file")->required();
+  a.prompt_opt = gen->add_option("--prompt", a.prompt, "prompt text (needs a tokenizer: embedded or --tokenizer)");
+  auto* ids = gen->add_option("--prompt-ids", a.prompt_ids, "comma-separated prompt token ids");
+  a.prompt_opt->excludes(ids);
+  gen->add_option("--tokenizer", a.tokenizer, "tokenizer folder or file (default: the one embedded in the .pte)");
+  gen->add_option("--max-new-tokens", a.max_new_tokens, "tokens to generate (default 32)");
+  gen->add_option("--temperature", a.temperature, "0 = greedy (default); > 0 samples");
+  gen->add_option("--top-k", a.top_k, "sample from the k most likely tokens (0 = off)");
+  gen->add_option("--top-p", a.top_p, "nucleus sampling mass (1 = off)");
+  gen->add_option("--min-p", a.min_p, "drop tokens below min-p times the top probability (0 = off)");
+  gen->add_option("--repetition-penalty", a.repetition_penalty, "penalty on ids already seen (1 = off)");
+  gen->add_option("--seed", a.seed, "PRNG seed (std::mt19937_64); same seed, same output");
+  gen->add_flag("--print-ids", a.print_ids, "print the generated token ids instead of text");
+  gen->add_flag("--chat", a.chat, "format --prompt as a user turn with the tokenizer's chat_template");
+  return gen;
+}
+
+int run_generate(const GenerateArgs& a) {
+  const bool text_prompt = a.prompt_opt != nullptr && a.prompt_opt->count() > 0;
+  if (!text_prompt && a.prompt_ids.empty()) {
+    return fail(make_error(ErrorCode::kInvalidArgument, "generate needs --prompt TEXT or --prompt-ids 1,2,3 (command line)"));
+  }
+  if (a.temperature < 0 || a.top_p <= 0 || a.top_p > 1 || a.top_k < 0 || a.min_p < 0 || a.min_p > 1 ||
+      a.repetition_penalty <= 0 || a.max_new_tokens < 0) {
+    return fail(make_error(ErrorCode::kInvalidArgument,
+                           "sampling flags out of range: need --temperature >= 0, 0 < --top-p <= 1, --top-k >= 0, "
+                           "0 <= --min-p <= 1, --repetition-penalty > 0, --max-new-tokens >= 0 (command line)"));
+  }
+  // The tokenizer: --tokenizer, else the one embedded in the .pte. Needed for
+  // --prompt; optional with --prompt-ids (text output when present).
+  std::unique_ptr<llm::Tokenizer> tok;
+  if (!a.tokenizer.empty()) {
+    auto t = llm::Tokenizer::load(a.tokenizer);
+    if (!t) return fail(t.status());
+    tok = std::move(*t);
+  } else if (text_prompt || !a.print_ids) {
+    auto t = llm::Tokenizer::load(a.pte);
+    if (t) tok = std::move(*t);
+    else if (text_prompt) return fail(t.status());
+  }
+  std::vector<int64_t> prompt;
+  if (a.chat && !text_prompt) return fail(make_error(ErrorCode::kInvalidArgument, "--chat needs --prompt (command line)"));
+  std::string prompt_text = a.prompt;
+  if (a.chat) {
+    if (tok->chat_template().empty()) {
+      return fail(make_error(ErrorCode::kNotSupported, "the tokenizer has no chat_template (tokenizer_config.json)"));
+    }
+    auto r = llm::render_chat_template(tok->chat_template(), {{"user", a.prompt}}, /*add_generation_prompt=*/true,
+                                       tok->bos_token(), tok->eos_token());
+    if (!r) return fail(r.status());
+    prompt_text = std::move(*r);
+  }
+  if (text_prompt) {
+    // A rendered chat template already holds its special tokens (BOS included).
+    auto ids = tok->encode(prompt_text, /*add_special_tokens=*/!a.chat);
+    if (!ids) return fail(ids.status());
+    prompt = std::move(*ids);
+  } else {
+    auto ids = parse_id_list(a.prompt_ids, "--prompt-ids");
+    if (!ids) return fail(ids.status());
+    prompt = std::move(*ids);
+  }
+  if (prompt.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "the prompt has no tokens (command line)"));
+
+  auto program = rt::Program::load(a.pte);
+  if (!program) return fail(program.status());
+  auto gen = llm::TextGenerator::create(*program, portable_registry());
+  if (!gen) return fail(gen.status());
+  for (auto id : prompt) {
+    if (id < 0 || id >= (*gen)->vocab_size()) {
+      return fail(make_error(ErrorCode::kInvalidArgument, "prompt id {} is outside the vocabulary [0, {})", id, (*gen)->vocab_size()));
+    }
+  }
+  llm::GenerationConfig cfg;
+  cfg.max_new_tokens = a.max_new_tokens;
+  cfg.sampling.temperature = a.temperature;
+  cfg.sampling.top_k = a.top_k;
+  cfg.sampling.top_p = a.top_p;
+  cfg.sampling.min_p = a.min_p;
+  cfg.sampling.repetition_penalty = a.repetition_penalty;
+  cfg.sampling.seed = a.seed;
+  cfg.cancel = &g_cancel;
+  std::signal(SIGINT, on_sigint);
+
+  const bool ids_out = a.print_ids || tok == nullptr;
+  std::optional<llm::TextStreamer> streamer;
+  const auto& eos = (*gen)->eos_ids();
+  if (!ids_out) {
+    // Echo the prompt, then stream the continuation after it.
+    write_out(text_prompt ? a.prompt : tok->decode(prompt, /*skip_special_tokens=*/true));
+    streamer.emplace(*tok, prompt.back());
+  }
+  llm::GenerationStats stats;
+  auto ids = (*gen)->generate(prompt, cfg, [&](int64_t id) {
+    if (ids_out) {
+      std::printf("%lld ", static_cast<long long>(id));
+      std::fflush(stdout);
+    } else if (std::find(eos.begin(), eos.end(), id) == eos.end()) {  // EOS ends the text, it is not part of it
+      write_out(streamer->push(id));
+    }
+    return true;
+  }, &stats);
+  if (streamer) write_out(streamer->flush());
+  std::printf("\n");
+  std::fflush(stdout);
+  std::signal(SIGINT, SIG_DFL);
+  if (!ids) return fail(ids.status());
+  std::fprintf(stderr, "%s\n", stats.summary().c_str());
+  return 0;
+}
+
+}  // namespace hf2pte::cli
