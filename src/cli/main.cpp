@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "export/exporter.h"
 #include "kernels/portable/kernels.h"
+#include "models/arch.h"
 #include "pte/inspect.h"
 #include "pte/pte_file.h"
 #include "runtime/program.h"
@@ -68,7 +69,9 @@ struct ExportArgs {
   std::function<bool(const char*)> given = [](const char*) { return true; };
   std::string backend = "portable", dtype = "fp32", dump_graph;
   int64_t max_seq_len = 0;
-  bool no_kv_cache = false, quiet = false, verbose = false, embed_tokenizer = true;
+  bool no_kv_cache = false, quiet = false, verbose = false;
+  bool embed_tokenizer = true;  // --no-embed-tokenizer turns it off
+  bool validate = false, no_validate = false;  // --validate / --no-validate
   bool alloc_input = true, alloc_output = true, alloc_buffers = true;
   std::vector<std::string> dims;
 };
@@ -289,6 +292,16 @@ int main(int argc, char** argv) {
   ex->add_flag("--verbose", ea.verbose, "print what every stage did");
   ex->add_flag("--embed-tokenizer,!--no-embed-tokenizer", ea.embed_tokenizer,
                "store the checkpoint's tokenizer files in the .pte (default on)");
+  // Runs while parsing, before the required model_dir/-o are checked, so it works on its own.
+  ex->add_flag_callback(
+      "--list-architectures",
+      [] {
+        for (const auto& arch : models::all_architectures()) {
+          std::printf("%-14s %s\n", std::string(arch.model_type).c_str(), std::string(arch.architecture).c_str());
+        }
+        throw CLI::Success();
+      },
+      "print every supported model_type and its Hugging Face class, then exit");
 
   RunArgs ra;
   auto* run = app.add_subcommand("run", "execute a method on .npy inputs");
@@ -310,11 +323,7 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::Success& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
+  } catch (const CLI::Success& e) {  // also --help and --help-all (CallForHelp derives from Success)
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "hf2pte: error: %s (command line)\n", e.what());

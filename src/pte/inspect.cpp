@@ -252,7 +252,7 @@ Json constant_json(const PteFile& file, const efb::ExecutionPlan& plan, uint64_t
   return out;
 }
 
-Json method_json(const PteFile& file, const efb::ExecutionPlan& plan) {
+Json method_json(const PteFile& file, const efb::ExecutionPlan& plan, const InspectOptions& options) {
   Json out;
   out["name"] = str(plan.name());
   Json inputs = Json::array();
@@ -341,6 +341,23 @@ Json method_json(const PteFile& file, const efb::ExecutionPlan& plan) {
       auto bytes = file.delegate_data(*ref);
       if (bytes) {
         d["size"] = bytes->size();
+        if (options.describe_delegate && delegate->id() != nullptr) {
+          // A payload the describer rejects is reported, not fatal: inspect
+          // must describe broken files too.
+          auto nodes = options.describe_delegate(delegate->id()->string_view(), *bytes, file);
+          if (nodes) {
+            Json list = Json::array();
+            uint64_t total = 0;
+            for (const auto& [type, n] : *nodes) {
+              list.push_back(Json{{"type", utf8(type)}, {"count", n}});
+              total += n;
+            }
+            d["node_count"] = total;
+            d["nodes"] = std::move(list);
+          } else {
+            d["nodes_error"] = utf8(nodes.status().message());
+          }
+        }
       } else {
         d["error"] = utf8(bytes.status().message());
       }
@@ -453,8 +470,16 @@ void method_text(const Json& m, std::string& out) {
         data += d.contains("size") ? fmt::format(", {} bytes", d["size"].dump())
                                    : fmt::format(", ? bytes ({})", d["error"].get<std::string>());
       }
-      out += fmt::format("      [{}] {}{}, calls {}\n", scalar_text(d["index"]), d["id"].get<std::string>(), data,
-                         d["calls"].dump());
+      std::string nodes;
+      if (d.contains("nodes")) {
+        std::vector<std::string> parts;
+        for (const Json& n : d["nodes"]) parts.push_back(fmt::format("{} x{}", n["type"].get<std::string>(), n["count"].dump()));
+        nodes = fmt::format(", {} nodes ({})", d["node_count"].dump(), fmt::join(parts, ", "));
+      } else if (d.contains("nodes_error")) {
+        nodes = fmt::format(", nodes: ? ({})", d["nodes_error"].get<std::string>());
+      }
+      out += fmt::format("      [{}] {}{}, calls {}{}\n", scalar_text(d["index"]), d["id"].get<std::string>(), data,
+                         d["calls"].dump(), nodes);
     }
   }
   if (m.contains("other_instructions")) {
@@ -475,7 +500,7 @@ void method_text(const Json& m, std::string& out) {
 
 }  // namespace
 
-Json inspect_json(const PteFile& file) {
+Json inspect_json(const PteFile& file, const InspectOptions& options) {
   const efb::Program& program = file.program();
   Json out;
   out["file"] = utf8(file.path());
@@ -528,7 +553,7 @@ Json inspect_json(const PteFile& file) {
 
   Json methods = Json::array();
   if (const auto* plans = program.execution_plan()) {
-    for (const efb::ExecutionPlan* plan : *plans) methods.push_back(method_json(file, *plan));
+    for (const efb::ExecutionPlan* plan : *plans) methods.push_back(method_json(file, *plan, options));
   }
   out["methods"] = std::move(methods);
 
@@ -548,8 +573,8 @@ Json inspect_json(const PteFile& file) {
   return out;
 }
 
-std::string inspect_text(const PteFile& file) {
-  const Json j = inspect_json(file);
+std::string inspect_text(const PteFile& file, const InspectOptions& options) {
+  const Json j = inspect_json(file, options);
   std::string out;
   out += fmt::format("file: {} ({} bytes)\n", j["file"].get<std::string>(), j["file_size"].dump());
   const Json& h = j["header"];

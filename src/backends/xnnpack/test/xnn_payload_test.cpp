@@ -1,0 +1,384 @@
+// XnnpackBackend unit tests: payloads built here with our own schema, run
+// through compile_payload + run_graph. Covers the header and id validation
+// (hostile input -> error, never a crash) and the fp32 node set LLMs use.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "backends/xnnpack/xnn_graph.h"
+#include "backends/xnnpack/xnn_payload.h"
+
+namespace hf2pte::xnn {
+namespace {
+
+namespace fb = fb_xnnpack;
+using flatbuffers::Offset;
+
+/// Builds an XNNGraph flatbuffer wrapped in an XH00 blob; constants go to the
+/// blob's own constant region (entries without named_key).
+class PayloadBuilder {
+ public:
+  PayloadBuilder() { constants_.push_back(fb::CreateConstantDataOffset(fbb_, 0, 0, fbb_.CreateString(""))); }
+
+  /// An fp32 value; `ext` = kInvalidId for internal ones. Returns its id.
+  uint32_t value(std::vector<uint32_t> dims, uint32_t ext = kInvalidId, uint32_t flags = 0,
+                 std::vector<float> data = {}) {
+    uint32_t cidx = 0;
+    if (!data.empty()) {
+      cidx = uint32_t(constants_.size());
+      constants_.push_back(fb::CreateConstantDataOffset(fbb_, region_.size(), data.size() * 4));
+      const auto* b = reinterpret_cast<const uint8_t*>(data.data());
+      region_.insert(region_.end(), b, b + data.size() * 4);
+    }
+    const uint32_t id = uint32_t(values_.size());
+    auto tv = fb::CreateXNNTensorValueDirect(fbb_, fb::XNNDatatype::fp32, uint32_t(dims.size()), &dims, cidx, ext,
+                                             flags, id);
+    values_.push_back(fb::CreateXValue(fbb_, fb::XValueUnion::XNNTensorValue, tv.Union()));
+    return id;
+  }
+  /// A quantized value with parameters `qp` (built by the caller) and optional constant bytes.
+  uint32_t qvalue(fb::XNNDatatype dt, std::vector<uint32_t> dims, fb::XNNQuantParams qt, Offset<void> qp,
+                  const std::vector<uint8_t>& bytes = {}) {
+    uint32_t cidx = 0;
+    if (!bytes.empty()) {
+      cidx = uint32_t(constants_.size());
+      constants_.push_back(fb::CreateConstantDataOffset(fbb_, region_.size(), bytes.size()));
+      region_.insert(region_.end(), bytes.begin(), bytes.end());
+    }
+    const uint32_t id = uint32_t(values_.size());
+    auto tv = fb::CreateXNNTensorValueDirect(fbb_, dt, uint32_t(dims.size()), &dims, cidx, kInvalidId, 0, id);
+    auto q = fb::CreateXNNQuantizedTensorValue(fbb_, tv, qt, qp);
+    values_.push_back(fb::CreateXValue(fbb_, fb::XValueUnion::XNNQuantizedTensorValue, q.Union()));
+    return id;
+  }
+  uint32_t input(std::vector<uint32_t> dims) { return value(std::move(dims), next_ext_++, 1); }
+  uint32_t output(std::vector<uint32_t> dims) { return value(std::move(dims), next_ext_++, 2); }
+
+  void node(fb::XNodeUnion type, Offset<void> table, bool om = false, float lo = 0, float hi = 0) {
+    auto minmax = om ? fb::CreateOutputMinMax(fbb_, lo, hi) : 0;
+    nodes_.push_back(fb::CreateXNode(fbb_, type, table, 7, minmax));
+  }
+  void binary(fb::XNodeUnion type, uint32_t a, uint32_t b, uint32_t out) {
+    node(type, fb::CreateNode2x1(fbb_, a, b, out).Union());
+  }
+  void unary(fb::XNodeUnion type, uint32_t in, uint32_t out) { node(type, fb::CreateNode1x1(fbb_, in, out).Union()); }
+  flatbuffers::FlatBufferBuilder& fbb() { return fbb_; }
+
+  std::vector<uint8_t> finish(uint32_t num_externs = 0) {
+    auto g = fb::CreateXNNGraphDirect(fbb_, "0", &nodes_, &values_, num_externs ? num_externs : next_ext_, nullptr,
+                                      nullptr, nullptr, nullptr, &constants_);
+    fbb_.Finish(g, "XN01");
+    const uint32_t fb_size = fbb_.GetSize();
+    const uint32_t const_off = 32 + ((fb_size + 15) / 16) * 16;
+    std::vector<uint8_t> blob(const_off + region_.size(), 0);
+    std::memcpy(blob.data() + 4, "XH00", 4);
+    const uint16_t len = 30;
+    const uint32_t fb_off = 32;
+    const uint64_t csize = region_.size();
+    std::memcpy(blob.data() + 8, &len, 2);
+    std::memcpy(blob.data() + 10, &fb_off, 4);
+    std::memcpy(blob.data() + 14, &fb_size, 4);
+    std::memcpy(blob.data() + 18, &const_off, 4);
+    std::memcpy(blob.data() + 22, &csize, 8);
+    std::memcpy(blob.data() + 32, fbb_.GetBufferPointer(), fb_size);
+    if (!region_.empty()) std::memcpy(blob.data() + const_off, region_.data(), region_.size());
+    return blob;
+  }
+
+ private:
+  flatbuffers::FlatBufferBuilder fbb_;
+  std::vector<Offset<fb::XValue>> values_;
+  std::vector<Offset<fb::XNode>> nodes_;
+  std::vector<Offset<fb::ConstantDataOffset>> constants_;
+  std::vector<uint8_t> region_;
+  uint32_t next_ext_ = 0;
+};
+
+/// Test-side outputs: plain vectors that any shape fits.
+class VectorBinder final : public OutputBinder {
+ public:
+  Result<void*> bind_output(uint32_t e, std::span<const int64_t> shape) override {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    shapes[e].assign(shape.begin(), shape.end());
+    data[e].assign(size_t(n), 0.0f);
+    return static_cast<void*>(data[e].data());
+  }
+  std::map<uint32_t, std::vector<float>> data;
+  std::map<uint32_t, std::vector<int64_t>> shapes;
+};
+
+/// Compiles `blob`, binds fp32 inputs in external-id order and runs it.
+Status run(const std::vector<uint8_t>& blob, std::vector<std::pair<std::vector<int64_t>, std::vector<float>>> inputs,
+           VectorBinder& binder) {
+  HF2PTE_ASSIGN_OR_RETURN(XnnGraph g, compile_payload(blob, nullptr));
+  for (uint32_t e = 0; e < inputs.size(); ++e) {
+    XValue& v = g.values[g.external_values[e]];
+    v.shape = inputs[e].first;
+    v.data = inputs[e].second.data();
+  }
+  return run_graph(g, binder);
+}
+
+TEST(XnnPayload, HeaderRangesAreChecked) {
+  PayloadBuilder b;
+  uint32_t x = b.input({2}), y = b.output({2});
+  b.unary(fb::XNodeUnion::XNNNegate, x, y);
+  std::vector<uint8_t> blob = b.finish();
+  auto h = parse_xnn_header(blob);
+  ASSERT_TRUE(h.is_ok()) << h.status().message();
+  EXPECT_EQ(h->flatbuffer_offset, 32u);
+
+  std::vector<uint8_t> bad = blob;
+  const uint32_t huge = 0xFFFFFFF0u;
+  std::memcpy(bad.data() + 14, &huge, 4);  // flatbuffer_size past the end
+  EXPECT_EQ(compile_payload(bad, nullptr).status().code(), ErrorCode::kInvalidProgram);
+  bad = blob;
+  const uint32_t inside = 40;
+  std::memcpy(bad.data() + 18, &inside, 4);  // constant region overlaps the flatbuffer
+  EXPECT_EQ(compile_payload(bad, nullptr).status().code(), ErrorCode::kInvalidProgram);
+  bad = blob;
+  std::memcpy(bad.data() + 32 + 4, "ZZ99", 4);  // flatbuffer identifier
+  auto r = compile_payload(bad, nullptr);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("identifier"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(compile_payload(std::vector<uint8_t>(5, 0), nullptr).is_ok());
+  EXPECT_FALSE(compile_payload(std::vector<uint8_t>(64, 0xAB), nullptr).is_ok());
+}
+
+TEST(XnnPayload, BareFlatbufferIsAccepted) {
+  PayloadBuilder b;
+  uint32_t x = b.input({2}), y = b.output({2});
+  b.unary(fb::XNodeUnion::XNNNegate, x, y);
+  std::vector<uint8_t> blob = b.finish();
+  uint32_t fb_size;
+  std::memcpy(&fb_size, blob.data() + 14, 4);
+  std::vector<uint8_t> bare(blob.begin() + 32, blob.begin() + 32 + fb_size);
+  VectorBinder out;
+  ASSERT_TRUE(run(bare, {{{2}, {1, -2}}}, out).is_ok());
+  EXPECT_EQ(out.data[1], (std::vector<float>{-1, 2}));
+}
+
+TEST(XnnPayload, EveryCorruptedByteIsAnErrorOrAValidGraph) {
+  PayloadBuilder b;
+  uint32_t x = b.input({2, 3});
+  uint32_t w = b.value({4, 3}, kInvalidId, 0, std::vector<float>(12, 0.5f));
+  uint32_t y = b.output({2, 4});
+  b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), x, w, kInvalidId, y).Union());
+  const std::vector<uint8_t> blob = b.finish();
+  for (size_t i = 0; i < blob.size(); ++i) {
+    for (uint8_t flip : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xFF)}) {
+      std::vector<uint8_t> bad = blob;
+      bad[i] ^= flip;
+      auto g = compile_payload(bad, nullptr);  // must return, whatever it decides
+      if (!g.is_ok()) {
+        EXPECT_FALSE(g.status().message().empty());
+      }
+    }
+  }
+}
+
+TEST(XnnPayload, IdsAndFlagsAreValidated) {
+  {
+    PayloadBuilder b;
+    uint32_t x = b.input({2});
+    b.output({2});
+    b.unary(fb::XNodeUnion::XNNNegate, x, 99);  // unknown output id
+    auto r = compile_payload(b.finish(), nullptr);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_NE(r.status().message().find("output_id 99"), std::string::npos) << r.status().message();
+  }
+  {
+    PayloadBuilder b;
+    b.value({2}, /*ext=*/5, /*flags=*/1);  // external id beyond num_externs
+    EXPECT_EQ(compile_payload(b.finish(2), nullptr).status().code(), ErrorCode::kInvalidProgram);
+  }
+  {
+    PayloadBuilder b;
+    b.value({2}, 0, /*flags=*/3);
+    EXPECT_EQ(compile_payload(b.finish(1), nullptr).status().code(), ErrorCode::kInvalidProgram);
+  }
+  {
+    PayloadBuilder b;
+    uint32_t x = b.input({1, 1, 4, 4}), y = b.output({1, 1, 4, 4});
+    b.node(fb::XNodeUnion::XNNConv2d, fb::CreateNodeConv(b.fbb()).Union());
+    (void)x;
+    (void)y;
+    auto r = compile_payload(b.finish(), nullptr);
+    EXPECT_EQ(r.status().code(), ErrorCode::kNotSupported);
+    EXPECT_NE(r.status().message().find("XNNConv2d"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(XnnOps, FullyConnectedBiasClampAndDynamicRows) {
+  PayloadBuilder b;
+  uint32_t x = b.input({3, 2});
+  // W [out=3, in=2], bias [3]
+  uint32_t w = b.value({3, 2}, kInvalidId, 0, {1, 2, 3, 4, 5, 6});
+  uint32_t bias = b.value({3}, kInvalidId, 0, {0.5f, -0.5f, 0});
+  uint32_t y = b.output({3, 3});
+  b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), x, w, bias, y).Union(), true, -100,
+         20);
+  auto blob = b.finish();
+  VectorBinder out;
+  // Two rows although the payload says three: bounded dynamic shapes.
+  ASSERT_TRUE(run(blob, {{{2, 2}, {1, 1, 2, 3}}}, out).is_ok());
+  EXPECT_EQ(out.shapes[1], (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(out.data[1], (std::vector<float>{3.5f, 6.5f, 11, 8.5f, 17.5f, 20}));  // 28 clamped to 20
+}
+
+TEST(XnnOps, FullyConnectedTransposedWeights) {
+  PayloadBuilder b;
+  uint32_t x = b.input({1, 2});
+  uint32_t w = b.value({2, 3}, kInvalidId, 0, {1, 3, 5, 2, 4, 6});  // [in, out]
+  uint32_t y = b.output({1, 3});
+  b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), x, w, kInvalidId, y, 1).Union());
+  VectorBinder out;
+  ASSERT_TRUE(run(b.finish(), {{{1, 2}, {1, 1}}}, out).is_ok());
+  EXPECT_EQ(out.data[1], (std::vector<float>{3, 7, 11}));
+}
+
+TEST(XnnOps, AttentionShapedChain) {
+  // q [2,2] x kᵀ -> softmax -> x v, with reshape/transpose/slice/concat around it.
+  PayloadBuilder b;
+  uint32_t q = b.input({1, 2, 2}), k = b.input({1, 2, 2}), v = b.input({1, 2, 2});
+  uint32_t scores = b.value({1, 2, 2}), probs = b.value({1, 2, 2}), ctx = b.value({1, 2, 2});
+  uint32_t ctx_t = b.value({1, 2, 2}), flat = b.value({4}), head = b.value({2}), cat = b.value({6});
+  uint32_t y = b.output({6});
+  b.node(fb::XNodeUnion::XNNBatchMatrixMultiply, fb::CreateNode2x1(b.fbb(), q, k, scores, 1).Union());
+  b.unary(fb::XNodeUnion::XNNSoftmax, scores, probs);
+  b.binary(fb::XNodeUnion::XNNBatchMatrixMultiply, probs, v, ctx);
+  std::vector<uint32_t> perm = {0, 2, 1}, shape = {0}, offs = {1}, sizes = {2};
+  b.node(fb::XNodeUnion::XNNStaticTranspose, fb::CreateStaticTransposeDirect(b.fbb(), 3, &perm, ctx, ctx_t).Union());
+  b.node(fb::XNodeUnion::XNNStaticReshape, fb::CreateStaticReshapeDirect(b.fbb(), 1, &shape, ctx_t, flat).Union());
+  b.node(fb::XNodeUnion::XNNStaticSlice, fb::CreateStaticSliceDirect(b.fbb(), 1, &offs, &sizes, flat, head).Union());
+  b.node(fb::XNodeUnion::XNNConcatenate2, fb::CreateCat(b.fbb(), 0, flat, head, kInvalidId, kInvalidId, cat).Union());
+  b.unary(fb::XNodeUnion::XNNCopy, cat, y);
+  VectorBinder out;
+  // q = k = identity rows -> scores [[1,0],[0,1]]; v = [[1,2],[3,4]].
+  auto st = run(b.finish(), {{{1, 2, 2}, {1, 0, 0, 1}}, {{1, 2, 2}, {1, 0, 0, 1}}, {{1, 2, 2}, {1, 2, 3, 4}}}, out);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  const float e = std::exp(1.0f), p = e / (e + 1), r = 1 / (e + 1);
+  const std::vector<float> ctxv = {p * 1 + r * 3, p * 2 + r * 4, r * 1 + p * 3, r * 2 + p * 4};
+  // transpose -> [c00, c10, c01, c11]; slice [1, 3) -> [c10, c01]
+  const std::vector<float> want = {ctxv[0], ctxv[2], ctxv[1], ctxv[3], ctxv[2], ctxv[1]};
+  ASSERT_EQ(out.data[3].size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(out.data[3][i], want[i], 1e-6) << i;
+}
+
+TEST(XnnOps, ElementwiseSet) {
+  struct Case {
+    fb::XNodeUnion type;
+    float (*ref)(float);
+  };
+  const Case cases[] = {
+      {fb::XNodeUnion::XNNSigmoid, [](float x) { return 1 / (1 + std::exp(-x)); }},
+      {fb::XNodeUnion::XNNTanh, [](float x) { return std::tanh(x); }},
+      {fb::XNodeUnion::XNNGelu, [](float x) { return 0.5f * x * (1 + std::erf(x / std::sqrt(2.0f))); }},
+      {fb::XNodeUnion::XNNNegate, [](float x) { return -x; }},
+      {fb::XNodeUnion::XNNExp, [](float x) { return std::exp(x); }},
+      {fb::XNodeUnion::XNNSquareRoot, [](float x) { return std::sqrt(std::fabs(x)); }},
+      {fb::XNodeUnion::XNNReciprocalSquareRoot, [](float x) { return 1 / std::sqrt(std::fabs(x)); }},
+      {fb::XNodeUnion::XNNSquare, [](float x) { return x * x; }},
+  };
+  for (const Case& c : cases) {
+    PayloadBuilder b;
+    uint32_t x = b.input({4}), y = b.output({4});
+    const bool needs_abs = c.type == fb::XNodeUnion::XNNSquareRoot || c.type == fb::XNodeUnion::XNNReciprocalSquareRoot;
+    b.unary(c.type, x, y);
+    std::vector<float> in = {-1.5f, -0.25f, 0.5f, 2.0f};
+    if (needs_abs) for (float& f : in) f = std::fabs(f);
+    VectorBinder out;
+    ASSERT_TRUE(run(b.finish(), {{{4}, in}}, out).is_ok());
+    for (size_t i = 0; i < in.size(); ++i) EXPECT_NEAR(out.data[1][i], c.ref(in[i]), 1e-6) << fb::EnumNameXNodeUnion(c.type);
+  }
+  // Clamp takes its bounds from output_min_max.
+  PayloadBuilder b;
+  uint32_t x = b.input({3}), y = b.output({3});
+  b.node(fb::XNodeUnion::XNNClamp, fb::CreateNode1x1(b.fbb(), x, y).Union(), true, -1, 1);
+  VectorBinder out;
+  ASSERT_TRUE(run(b.finish(), {{{3}, {-5, 0.5f, 5}}}, out).is_ok());
+  EXPECT_EQ(out.data[1], (std::vector<float>{-1, 0.5f, 1}));
+}
+
+TEST(XnnOps, BinaryBroadcastAndMinMax) {
+  const std::pair<fb::XNodeUnion, std::vector<float>> cases[] = {
+      {fb::XNodeUnion::XNNSubtract, {0, 1, 2, -4, -3, -2}},
+      {fb::XNodeUnion::XNNDiv, {1, 2, 3, 0.5f, 0.625f, 0.75f}},
+      {fb::XNodeUnion::XNNMinimum, {1, 1, 1, 4, 5, 6}},
+      {fb::XNodeUnion::XNNMaximum, {1, 2, 3, 8, 8, 8}},
+  };
+  for (const auto& [type, want] : cases) {
+    PayloadBuilder b;
+    uint32_t a = b.input({2, 3}), c = b.input({2, 1}), y = b.output({2, 3});
+    b.binary(type, a, c, y);
+    VectorBinder out;
+    ASSERT_TRUE(run(b.finish(), {{{2, 3}, {1, 2, 3, 4, 5, 6}}, {{2, 1}, {1, 8}}}, out).is_ok());
+    EXPECT_EQ(out.data[2], want) << fb::EnumNameXNodeUnion(type);
+  }
+  PayloadBuilder b;
+  uint32_t a = b.input({2, 3}), c = b.input({2, 2}), y = b.output({2, 3});
+  b.binary(fb::XNodeUnion::XNNAdd, a, c, y);
+  VectorBinder out;
+  auto st = run(b.finish(), {{{2, 3}, std::vector<float>(6)}, {{2, 2}, std::vector<float>(4)}}, out);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.message();
+}
+
+TEST(XnnOps, ReshapeRejectsHostileShapes) {
+  PayloadBuilder b;
+  uint32_t x = b.input({4}), y = b.output({4});
+  std::vector<uint32_t> shape = {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu};
+  b.node(fb::XNodeUnion::XNNStaticReshape, fb::CreateStaticReshapeDirect(b.fbb(), 3, &shape, x, y).Union());
+  VectorBinder out;
+  EXPECT_FALSE(run(b.finish(), {{{4}, {1, 2, 3, 4}}}, out).is_ok());
+}
+
+}  // namespace
+}  // namespace hf2pte::xnn
+
+namespace hf2pte::xnn {
+namespace {
+
+TEST(XnnOps, DynamicQuantInt4FullyConnected) {
+  // fp32 -> qdint8 (per row) -> FC with a qcint4 filter [2, 3], scales [0.5, 0.25].
+  PayloadBuilder b;
+  uint32_t x = b.input({1, 3});
+  auto tok = fb::CreatePerTokenDynamicQuant(b.fbb(), 1);
+  uint32_t xq = b.qvalue(fb::XNNDatatype::qdint8, {1, 3}, fb::XNNQuantParams::PerTokenDynamicQuant, tok.Union());
+  std::vector<float> scales = {0.5f, 0.25f};
+  auto pc = fb::CreatePerChannelQuantDirect(b.fbb(), &scales, 0);
+  // rows [1, -2, 3] and [-8, 7, 0], +8, low nibble first, ic padded to even.
+  uint32_t w = b.qvalue(fb::XNNDatatype::qcint4, {2, 3}, fb::XNNQuantParams::PerChannelQuant, pc.Union(),
+                        {0x69, 0x0B, 0xF0, 0x08});
+  uint32_t y = b.output({1, 2});
+  b.unary(fb::XNodeUnion::XNNConvert, x, xq);
+  b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), xq, w, kInvalidId, y).Union());
+  VectorBinder out;
+  auto st = run(b.finish(), {{{1, 3}, {0, 1, 2}}}, out);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  // x row [0, 1, 2] quantizes with scale 2/255: 1 -> 128 steps = 1.0039.
+  const float x1 = 128.0f * 2.0f / 255.0f;
+  EXPECT_NEAR(out.data[1][0], (-2 * x1 + 3 * 2) * 0.5f, 1e-5);
+  EXPECT_NEAR(out.data[1][1], (7 * x1) * 0.25f, 1e-5);
+}
+
+TEST(XnnOps, BlockwiseInt4FullyConnected) {
+  PayloadBuilder b;
+  uint32_t x = b.input({1, 4});
+  std::vector<float> scales = {1.0f, 0.5f, 2.0f, 0.25f};  // [oc=2, ic/group=2], exact in bf16
+  auto gq = fb::CreatePerChannelGroupQuantDirect(b.fbb(), &scales, 0, 2);
+  // rows [1, -2, 3, 4] and [-8, 7, 0, 1]
+  uint32_t w = b.qvalue(fb::XNNDatatype::qbint4, {2, 4}, fb::XNNQuantParams::PerChannelGroupQuant, gq.Union(),
+                        {0x69, 0xCB, 0xF0, 0x98});
+  uint32_t y = b.output({1, 2});
+  b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), x, w, kInvalidId, y).Union());
+  VectorBinder out;
+  auto st = run(b.finish(), {{{1, 4}, {1, 1, 1, 1}}}, out);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_EQ(out.data[1], (std::vector<float>{2.5f, -1.75f}));
+}
+
+}  // namespace
+}  // namespace hf2pte::xnn

@@ -1,0 +1,164 @@
+// XnnGraph: an XNNPACK delegate payload compiled into hf2pte's own executable
+// form. Built once at Backend::init from the verified flatbuffer; every id,
+// index and constant reference is validated there so execute() only does
+// shape propagation and arithmetic (docs/xnnpack-payload.md §6-§8).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/status.h"
+
+namespace hf2pte::pte {
+class PteFile;
+}
+
+namespace hf2pte::xnn {
+
+/// Element types we execute (a subset of fb_xnnpack::XNNDatatype, same numbers).
+enum class XDtype : int16_t {
+  kFp32 = 1,
+  kQInt8 = 3,
+  kQUInt8 = 4,
+  kQInt32 = 5,
+  kQCInt8 = 6,
+  kQCInt32 = 7,
+  kQCInt4 = 8,  ///< constant filters only: [oc, ic] packed two per byte, low nibble first, +8
+  kQDInt8 = 9,  ///< dynamic per-row int8; held as float on its int8 grid (see XValue)
+  kQBInt4 = 10,  ///< constant filters only: like qcint4 with per-block bf16 scales
+  kInt32 = 12,
+};
+
+/// Short name for messages ("fp32", "qint8", ...).
+std::string_view xdtype_name(XDtype t);
+/// Bytes per element.
+size_t xdtype_size(XDtype t);
+
+/// "No value" in optional id slots (bias, unused concat inputs).
+inline constexpr uint32_t kInvalidId = 0xFFFFFFFFu;
+/// Upper bound on externals, as the upstream runtime enforces.
+inline constexpr uint32_t kMaxExterns = 4096;
+/// Highest rank XNNPACK accepts (XNN_MAX_TENSOR_DIMS).
+inline constexpr size_t kMaxRank = 6;
+
+/// One value of the subgraph. `dims` are the serialized (upper-bound) dims;
+/// `shape`/`data` are the current ones, rebound by every execute.
+struct XValue {
+  XDtype dtype = XDtype::kFp32;
+  std::vector<int64_t> dims;
+  float scale = 1.0f;                ///< per-tensor quantization
+  int32_t zero_point = 0;
+  std::vector<float> channel_scales;  ///< per-channel quantization (qcint8/qcint32)
+  int32_t channel_dim = 0;
+  /// qdint8: trailing dims that form one quantization row. qdint8 values are
+  /// stored as float already rounded to their row's int8 grid, so the float
+  /// GEMM that consumes them equals XNNPACK's integer GEMM up to fp32 rounding.
+  int32_t num_nonbatch_dims = 0;
+  int32_t group_size = 0;           ///< qbint4 block size along dim 1
+  std::vector<float> block_scales;  ///< qbint4 [oc, ic / group_size], bf16-rounded
+  uint32_t external_id = kInvalidId;  ///< index into the DelegateCall args
+  bool is_input = false;
+  bool is_output = false;
+  /// Constant bytes copied out of the program at init (8-byte aligned storage,
+  /// so typed reads are valid whatever the segment alignment was).
+  std::vector<uint64_t> constant;
+  bool is_constant = false;
+  // Run-time state.
+  std::vector<int64_t> shape;
+  void* data = nullptr;
+  std::vector<uint64_t> scratch;  ///< backing store for internal values
+
+  /// Quantization scale of channel `c` (per-tensor values ignore `c`).
+  float scale_of(int64_t c) const {
+    return channel_scales.empty() ? scale : channel_scales[size_t(c)];
+  }
+};
+
+/// Node kinds we execute. Elementwise unary kinds share UnaryParams.
+enum class UnaryKind : uint8_t {
+  kSigmoid, kTanh, kGelu, kClamp, kNeg, kExp, kSqrt, kRsqrt, kSquare, kAbs, kFloor, kCeil,
+  kLog, kSin, kCos, kHardswish, kLeakyRelu, kElu, kCopy, kConvert,
+};
+enum class BinaryKind : uint8_t { kAdd, kSub, kMul, kDiv, kMin, kMax };
+
+struct UnaryParams {
+  UnaryKind kind;
+  uint32_t input, output;
+  float alpha = 0.0f;  ///< LeakyReLU slope / ELU alpha
+};
+struct BinaryParams {
+  BinaryKind kind;
+  uint32_t input1, input2, output;
+};
+/// y = x·Wᵀ + b. The filter is packed at init into `weights` [n, k] as float
+/// (fp32 / weight-only quant) or kept as int8 for the static-quant path.
+struct FullyConnectedParams {
+  uint32_t input, filter, bias, output;
+  int64_t n = 0, k = 0;
+  bool quantized = false;        ///< qint8 input/output: integer accumulation
+  std::vector<float> weights;    ///< [n, k], float path
+  std::vector<float> bias_f;     ///< [n] or empty, float path
+  std::vector<int8_t> weights_q;  ///< [n, k], quantized path
+  std::vector<int32_t> bias_q;    ///< [n] or empty, quantized path
+  std::vector<float> requant;     ///< [n]: in_scale * w_scale[c] / out_scale
+  int32_t weight_zero_point = 0;
+};
+struct BatchMatMulParams {
+  uint32_t input1, input2, output;
+  bool transpose_b = false;
+};
+struct SoftmaxParams { uint32_t input, output; };
+struct TransposeParams { uint32_t input, output; std::vector<uint32_t> perm; };
+struct ReshapeParams { uint32_t input, output; std::vector<uint32_t> new_shape; };
+struct SliceParams { uint32_t input, output; std::vector<uint32_t> offsets, sizes; };
+struct ConcatParams { uint32_t axis, output; std::vector<uint32_t> inputs; };
+struct PadParams {
+  uint32_t input, output;
+  std::vector<uint32_t> pre, post;
+  float value = 0.0f;
+};
+
+using NodeParams = std::variant<UnaryParams, BinaryParams, FullyConnectedParams, BatchMatMulParams,
+                                SoftmaxParams, TransposeParams, ReshapeParams, SliceParams,
+                                ConcatParams, PadParams>;
+
+struct XNode {
+  NodeParams params;
+  float out_min = -std::numeric_limits<float>::infinity();  ///< output_min_max (nodes that honour it)
+  float out_max = std::numeric_limits<float>::infinity();
+  uint32_t debug_handle = 0;
+  std::string name;  ///< union member name, for errors ("XNNAdd")
+};
+
+/// The compiled subgraph: values indexed by serialized id_out, nodes in order.
+struct XnnGraph {
+  std::vector<XValue> values;
+  std::vector<XNode> nodes;
+  uint32_t num_externs = 0;
+  std::vector<uint32_t> external_values;  ///< value index per external (inputs and outputs)
+  /// Node type name -> count, for diagnostics.
+  std::vector<std::pair<std::string, size_t>> node_counts() const;
+};
+
+/// Parses the XH00 blob (or a bare XNNGraph flatbuffer), verifies it and
+/// compiles it. Constants with a named key come from `file` (may be null:
+/// then named constants are an error).
+Result<XnnGraph> compile_payload(std::span<const uint8_t> payload, const pte::PteFile* file);
+
+/// Runs `g` on the current external tensors bound by the backend (XValue::shape
+/// and ::data already set for external inputs; outputs are resized through
+/// `resize_output`).
+class OutputBinder {
+ public:
+  virtual ~OutputBinder() = default;
+  /// Resizes external output `external_id` to `shape` and returns its data.
+  virtual Result<void*> bind_output(uint32_t external_id, std::span<const int64_t> shape) = 0;
+};
+Status run_graph(XnnGraph& g, OutputBinder& binder);
+
+}  // namespace hf2pte::xnn

@@ -1,0 +1,548 @@
+// Executes a compiled XnnGraph: per node, propagate shapes from the current
+// input shapes (bounded dynamic shapes, docs/xnnpack-payload.md §8), bind the
+// output storage, then compute with plain loops. Quantized 8-bit values take
+// part in elementwise nodes through dequantize -> float -> quantize; the
+// static-quant fully-connected path accumulates in int32 as XNNPACK does.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "backends/xnnpack/xnn_graph.h"
+
+namespace hf2pte::xnn {
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+/// Largest buffer an internal value may need. Shapes derive from hostile
+/// new_shape / padding fields, so this bounds what a payload can allocate.
+constexpr uint64_t kMaxValueBytes = uint64_t(1) << 32;
+
+Result<int64_t> checked_numel(const Shape& s) {
+  uint64_t n = 1;
+  for (int64_t d : s) {
+    HF2PTE_CHECK_OR_RETURN(d >= 0, kInvalidProgram, "negative dim {}", d);
+    if (d != 0 && n > kMaxValueBytes / uint64_t(d)) {
+      return make_error(ErrorCode::kOutOfRange, "shape [{}] is too large", fmt::join(s, ", "));
+    }
+    n *= uint64_t(d);
+  }
+  return int64_t(n);
+}
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+/// Contiguous strides (in elements) of `s`.
+Shape strides_of(const Shape& s) {
+  Shape st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+/// Calls fn(linear_out_index, idx) for every index of `shape`, row-major.
+template <typename Fn>
+void for_each_index(const Shape& shape, Fn&& fn) {
+  const int64_t n = numel(shape);
+  std::array<int64_t, kMaxRank + 1> idx{};
+  for (int64_t i = 0; i < n; ++i) {
+    fn(i, idx.data());
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/// Element `i` of a float-like value as float.
+inline float load(const XValue& v, size_t i) {
+  switch (v.dtype) {
+    case XDtype::kFp32:
+    case XDtype::kQDInt8: return static_cast<const float*>(v.data)[i];  // qdint8 is held as float
+    case XDtype::kQInt8: return float(int32_t(static_cast<const int8_t*>(v.data)[i]) - v.zero_point) * v.scale;
+    case XDtype::kQUInt8: return float(int32_t(static_cast<const uint8_t*>(v.data)[i]) - v.zero_point) * v.scale;
+    default: return float(static_cast<const int32_t*>(v.data)[i]);
+  }
+}
+
+/// Stores `f` into element `i`, quantizing 8-bit values the way XNNPACK's
+/// convert does: round-to-nearest-even of x * (1 / scale), plus zero point.
+inline void store(XValue& v, size_t i, float f) {
+  switch (v.dtype) {
+    case XDtype::kFp32:
+    case XDtype::kQDInt8: static_cast<float*>(v.data)[i] = f; return;
+    case XDtype::kQInt8: {
+      const float q = std::nearbyint(f * (1.0f / v.scale)) + float(v.zero_point);
+      static_cast<int8_t*>(v.data)[i] = int8_t(std::clamp(q, -128.0f, 127.0f));
+      return;
+    }
+    case XDtype::kQUInt8: {
+      const float q = std::nearbyint(f * (1.0f / v.scale)) + float(v.zero_point);
+      static_cast<uint8_t*>(v.data)[i] = uint8_t(std::clamp(q, 0.0f, 255.0f));
+      return;
+    }
+    default: static_cast<int32_t*>(v.data)[i] = int32_t(f); return;
+  }
+}
+
+class Runner {
+ public:
+  Runner(XnnGraph& g, OutputBinder& binder) : g_(g), binder_(binder) {}
+
+  Status run() {
+    ready_.assign(g_.values.size(), 0);
+    for (size_t i = 0; i < g_.values.size(); ++i) {
+      const XValue& v = g_.values[i];
+      ready_[i] = v.is_constant || v.is_input;
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const XNode& n = g_.nodes[i];
+      Status st = std::visit([&](const auto& p) { return exec(n, p); }, n.params);
+      if (!st) return st.with_context(fmt::format("xnode {} {}, debug_handle {}", i, n.name, n.debug_handle));
+    }
+    for (uint32_t e = 0; e < g_.external_values.size(); ++e) {
+      const uint32_t vi = g_.external_values[e];
+      HF2PTE_CHECK_OR_RETURN(vi == kInvalidId || !g_.values[vi].is_output || ready_[vi], kInvalidProgram,
+                             "external output {} is never written", e);
+    }
+    return Status::ok();
+  }
+
+ private:
+  Result<XValue*> input(uint32_t vi) {
+    HF2PTE_CHECK_OR_RETURN(ready_[vi], kInvalidProgram, "xvalue {} is read before any node writes it", vi);
+    return &g_.values[vi];
+  }
+
+  /// Gives value `vi` the shape `shape` and storage for it.
+  Result<XValue*> output(uint32_t vi, Shape shape) {
+    XValue& v = g_.values[vi];
+    HF2PTE_CHECK_OR_RETURN(shape.size() <= kMaxRank, kInvalidProgram, "output rank {} > {}", shape.size(), kMaxRank);
+    HF2PTE_ASSIGN_OR_RETURN(int64_t n, checked_numel(shape));
+    const uint64_t bytes = uint64_t(n) * xdtype_size(v.dtype);
+    HF2PTE_CHECK_OR_RETURN(bytes <= kMaxValueBytes, kOutOfRange, "xvalue {} needs {} bytes", vi, bytes);
+    if (v.is_output) {
+      HF2PTE_ASSIGN_OR_RETURN(v.data, binder_.bind_output(v.external_id, shape));
+    } else {
+      v.scratch.resize(size_t((bytes + 7) / 8));
+      v.data = v.scratch.data();
+    }
+    v.shape = std::move(shape);
+    ready_[vi] = 1;
+    return &v;
+  }
+
+  static float clamp_om(const XNode& n, float f) { return std::min(std::max(f, n.out_min), n.out_max); }
+
+  Status exec(const XNode& n, const UnaryParams& p);
+  Status exec(const XNode& n, const BinaryParams& p);
+  Status exec(const XNode& n, const FullyConnectedParams& p);
+  Status exec(const XNode& n, const BatchMatMulParams& p);
+  Status exec(const XNode& n, const SoftmaxParams& p);
+  Status exec(const XNode& n, const TransposeParams& p);
+  Status exec(const XNode& n, const ReshapeParams& p);
+  Status exec(const XNode& n, const SliceParams& p);
+  Status exec(const XNode& n, const ConcatParams& p);
+  Status exec(const XNode& n, const PadParams& p);
+
+  XnnGraph& g_;
+  OutputBinder& binder_;
+  std::vector<uint8_t> ready_;
+};
+
+float apply_unary(UnaryKind k, float x, float alpha) {
+  switch (k) {
+    case UnaryKind::kSigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case UnaryKind::kTanh: return std::tanh(x);
+    case UnaryKind::kGelu: return 0.5f * x * (1.0f + std::erf(x * float(M_SQRT1_2)));
+    case UnaryKind::kNeg: return -x;
+    case UnaryKind::kExp: return std::exp(x);
+    case UnaryKind::kSqrt: return std::sqrt(x);
+    case UnaryKind::kRsqrt: return 1.0f / std::sqrt(x);
+    case UnaryKind::kSquare: return x * x;
+    case UnaryKind::kAbs: return std::fabs(x);
+    case UnaryKind::kFloor: return std::floor(x);
+    case UnaryKind::kCeil: return std::ceil(x);
+    case UnaryKind::kLog: return std::log(x);
+    case UnaryKind::kSin: return std::sin(x);
+    case UnaryKind::kCos: return std::cos(x);
+    case UnaryKind::kHardswish: return x * std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+    case UnaryKind::kLeakyRelu: return x > 0 ? x : alpha * x;
+    case UnaryKind::kElu: return x > 0 ? x : alpha * std::expm1(x);
+    case UnaryKind::kClamp:  // bounds applied by the caller (output_min_max)
+    case UnaryKind::kCopy:
+    case UnaryKind::kConvert: return x;
+  }
+  return x;
+}
+
+// fp32 -> qdint8: per row, XNNPACK's asymmetric int8 parameters (range widened
+// to include 0, zero point nudged to an integer), then each value rounded to
+// that grid. Stored as float: see XValue::num_nonbatch_dims.
+void quantize_rows(const XValue& x, XValue& y) {
+  const size_t rank = x.shape.size();
+  const size_t nb = std::min(rank, size_t(y.num_nonbatch_dims));
+  int64_t row = 1;
+  for (size_t d = rank - nb; d < rank; ++d) row *= x.shape[d];
+  const int64_t count = numel(x.shape);
+  if (row == 0 || count == 0) return;
+  const float* in = static_cast<const float*>(x.data);
+  float* out = static_cast<float*>(y.data);
+  for (int64_t r = 0; r < count / row; ++r) {
+    const float* xr = in + r * row;
+    float lo = 0.0f, hi = 0.0f;
+    for (int64_t i = 0; i < row; ++i) {
+      lo = std::min(lo, xr[i]);
+      hi = std::max(hi, xr[i]);
+    }
+    const float inv_scale = lo == hi ? 1.0f : 255.0f / (hi - lo);
+    const float zp_min_err = -128.0f + lo * inv_scale, zp_max_err = 127.0f + hi * inv_scale;
+    float zp = zp_min_err + zp_max_err > 0 ? -128.0f - lo * inv_scale : 127.0f - hi * inv_scale;
+    zp = std::nearbyint(std::clamp(zp, -128.0f, 127.0f));
+    const float scale = 1.0f / inv_scale;
+    for (int64_t i = 0; i < row; ++i) {
+      const float q = std::clamp(std::nearbyint(xr[i] * inv_scale) + zp, -128.0f, 127.0f);
+      out[r * row + i] = (q - zp) * scale;
+    }
+  }
+}
+
+Status Runner::exec(const XNode& n, const UnaryParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, x->shape));
+  const size_t count = size_t(numel(x->shape));
+  if (p.kind == UnaryKind::kConvert && y->dtype == XDtype::kQDInt8) {
+    quantize_rows(*x, *y);
+    return Status::ok();
+  }
+  const bool same_encoding = x->dtype == y->dtype && x->scale == y->scale && x->zero_point == y->zero_point;
+  if ((p.kind == UnaryKind::kCopy || p.kind == UnaryKind::kConvert) && same_encoding) {
+    std::memmove(y->data, x->data, count * xdtype_size(x->dtype));
+    return Status::ok();
+  }
+  // Only Clamp honours output_min_max among unary nodes (§7).
+  const bool clamp = p.kind == UnaryKind::kClamp;
+  if (x->dtype == XDtype::kFp32 && y->dtype == XDtype::kFp32) {
+    const float* in = static_cast<const float*>(x->data);
+    float* out = static_cast<float*>(y->data);
+    for (size_t i = 0; i < count; ++i) {
+      const float r = apply_unary(p.kind, in[i], p.alpha);
+      out[i] = clamp ? clamp_om(n, r) : r;
+    }
+    return Status::ok();
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const float r = apply_unary(p.kind, load(*x, i), p.alpha);
+    store(*y, i, clamp ? clamp_om(n, r) : r);
+  }
+  return Status::ok();
+}
+
+float apply_binary(BinaryKind k, float a, float b) {
+  switch (k) {
+    case BinaryKind::kAdd: return a + b;
+    case BinaryKind::kSub: return a - b;
+    case BinaryKind::kMul: return a * b;
+    case BinaryKind::kDiv: return a / b;
+    case BinaryKind::kMin: return std::min(a, b);
+    case BinaryKind::kMax: return std::max(a, b);
+  }
+  return 0.0f;
+}
+
+Status Runner::exec(const XNode& n, const BinaryParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * a, input(p.input1));
+  HF2PTE_ASSIGN_OR_RETURN(XValue * b, input(p.input2));
+  // Numpy broadcasting, aligned at the innermost dim.
+  const size_t rank = std::max(a->shape.size(), b->shape.size());
+  Shape out(rank), sa(rank, 0), sb(rank, 0);
+  const Shape ta = strides_of(a->shape), tb = strides_of(b->shape);
+  for (size_t d = 0; d < rank; ++d) {
+    const size_t oa = rank - a->shape.size(), ob = rank - b->shape.size();
+    const int64_t da = d >= oa ? a->shape[d - oa] : 1, db = d >= ob ? b->shape[d - ob] : 1;
+    HF2PTE_CHECK_OR_RETURN(da == db || da == 1 || db == 1, kInvalidArgument,
+                           "shapes [{}] and [{}] do not broadcast", fmt::join(a->shape, ", "),
+                           fmt::join(b->shape, ", "));
+    out[d] = da == 1 ? db : da;
+    if (d >= oa && da != 1) sa[d] = ta[d - oa];
+    if (d >= ob && db != 1) sb[d] = tb[d - ob];
+  }
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
+  const bool om = p.kind != BinaryKind::kMin && p.kind != BinaryKind::kMax;
+  auto finish = [&](float r) { return om ? clamp_om(n, r) : r; };
+  const bool all_f32 = a->dtype == XDtype::kFp32 && b->dtype == XDtype::kFp32 && y->dtype == XDtype::kFp32;
+  if (all_f32 && a->shape == b->shape) {
+    const float* pa = static_cast<const float*>(a->data);
+    const float* pb = static_cast<const float*>(b->data);
+    float* py = static_cast<float*>(y->data);
+    for (int64_t i = 0, e = numel(out); i < e; ++i) py[i] = finish(apply_binary(p.kind, pa[i], pb[i]));
+    return Status::ok();
+  }
+  for_each_index(out, [&](int64_t i, const int64_t* idx) {
+    int64_t ia = 0, ib = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      ia += idx[d] * sa[d];
+      ib += idx[d] * sb[d];
+    }
+    store(*y, size_t(i), finish(apply_binary(p.kind, load(*a, size_t(ia)), load(*b, size_t(ib)))));
+  });
+  return Status::ok();
+}
+
+Status Runner::exec(const XNode& n, const FullyConnectedParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
+  HF2PTE_CHECK_OR_RETURN(!x->shape.empty() && x->shape.back() == p.k, kInvalidArgument,
+                         "input [{}] does not end in the filter's input size {}", fmt::join(x->shape, ", "), p.k);
+  Shape out_shape = x->shape;
+  out_shape.back() = p.n;
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out_shape));
+  const int64_t rows = numel(x->shape) / std::max<int64_t>(p.k, 1);
+  if (!p.quantized) {
+    const float* in = static_cast<const float*>(x->data);
+    float* outp = static_cast<float*>(y->data);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = in + r * p.k;
+      for (int64_t j = 0; j < p.n; ++j) {
+        const float* wr = p.weights.data() + j * p.k;
+        float acc = p.bias_f.empty() ? 0.0f : p.bias_f[size_t(j)];
+        for (int64_t i = 0; i < p.k; ++i) acc += xr[i] * wr[i];
+        outp[r * p.n + j] = clamp_om(n, acc);
+      }
+    }
+    return Status::ok();
+  }
+  // Static int8: int32 accumulation of (x - x_zp)(w - w_zp) + bias, then
+  // fp32 requantization with round-to-nearest-even (XNNPACK's qs8 "fp32" path).
+  const int8_t* in = static_cast<const int8_t*>(x->data);
+  int8_t* outp = static_cast<int8_t*>(y->data);
+  const float lo = std::isfinite(n.out_min) ? std::max(-128.0f, std::nearbyint(n.out_min / y->scale) + float(y->zero_point))
+                                            : -128.0f;
+  const float hi = std::isfinite(n.out_max) ? std::min(127.0f, std::nearbyint(n.out_max / y->scale) + float(y->zero_point))
+                                            : 127.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < p.n; ++j) {
+      int32_t acc = p.bias_q.empty() ? 0 : p.bias_q[size_t(j)];
+      const int8_t* wr = p.weights_q.data() + j * p.k;
+      for (int64_t i = 0; i < p.k; ++i) {
+        acc += (int32_t(in[r * p.k + i]) - x->zero_point) * (int32_t(wr[i]) - p.weight_zero_point);
+      }
+      const float q = std::nearbyint(float(acc) * p.requant[size_t(j)]) + float(y->zero_point);
+      outp[r * p.n + j] = int8_t(std::clamp(q, lo, hi));
+    }
+  }
+  return Status::ok();
+}
+
+Status Runner::exec(const XNode&, const BatchMatMulParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * a, input(p.input1));
+  HF2PTE_ASSIGN_OR_RETURN(XValue * b, input(p.input2));
+  HF2PTE_CHECK_OR_RETURN(a->shape.size() >= 2 && b->shape.size() >= 2, kInvalidArgument,
+                         "batch matmul operands need rank >= 2, got {} and {}", a->shape.size(), b->shape.size());
+  const int64_t m = a->shape[a->shape.size() - 2], k = a->shape.back();
+  const int64_t kb = p.transpose_b ? b->shape.back() : b->shape[b->shape.size() - 2];
+  const int64_t nn = p.transpose_b ? b->shape[b->shape.size() - 2] : b->shape.back();
+  HF2PTE_CHECK_OR_RETURN(k == kb, kInvalidArgument, "batch matmul inner dims differ: {} vs {}", k, kb);
+  const Shape ba(a->shape.begin(), a->shape.end() - 2), bb(b->shape.begin(), b->shape.end() - 2);
+  const size_t rank = std::max(ba.size(), bb.size());
+  Shape batch(rank), sa(rank, 0), sb(rank, 0);
+  const Shape ta = strides_of(ba), tb = strides_of(bb);
+  for (size_t d = 0; d < rank; ++d) {
+    const size_t oa = rank - ba.size(), ob = rank - bb.size();
+    const int64_t da = d >= oa ? ba[d - oa] : 1, db = d >= ob ? bb[d - ob] : 1;
+    HF2PTE_CHECK_OR_RETURN(da == db || da == 1 || db == 1, kInvalidArgument, "batch dims do not broadcast");
+    batch[d] = da == 1 ? db : da;
+    if (d >= oa && da != 1) sa[d] = ta[d - oa];
+    if (d >= ob && db != 1) sb[d] = tb[d - ob];
+  }
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(nn);
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out_shape));
+  const float* pa = static_cast<const float*>(a->data);
+  const float* pb = static_cast<const float*>(b->data);
+  float* py = static_cast<float*>(y->data);
+  for_each_index(batch, [&](int64_t bi, const int64_t* idx) {
+    int64_t oa = 0, ob = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      oa += idx[d] * sa[d];
+      ob += idx[d] * sb[d];
+    }
+    const float* A = pa + oa * m * k;
+    const float* B = pb + ob * k * nn;
+    float* Y = py + bi * m * nn;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < nn; ++j) {
+        float acc = 0.0f;
+        for (int64_t t = 0; t < k; ++t) acc += A[i * k + t] * (p.transpose_b ? B[j * k + t] : B[t * nn + j]);
+        Y[i * nn + j] = acc;
+      }
+    }
+  });
+  return Status::ok();
+}
+
+Status Runner::exec(const XNode&, const SoftmaxParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, x->shape));
+  const int64_t inner = x->shape.empty() ? 1 : x->shape.back();
+  if (inner == 0) return Status::ok();
+  const float* in = static_cast<const float*>(x->data);
+  float* out = static_cast<float*>(y->data);
+  for (int64_t r = 0, rows = numel(x->shape) / inner; r < rows; ++r) {
+    const float* xr = in + r * inner;
+    float* yr = out + r * inner;
+    const float mx = *std::max_element(xr, xr + inner);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < inner; ++i) sum += (yr[i] = std::exp(xr[i] - mx));
+    for (int64_t i = 0; i < inner; ++i) yr[i] /= sum;
+  }
+  return Status::ok();
+}
+
+/// Copies `src` (shape `in`, contiguous) into `dst` through an index map:
+/// element `idx` of the output reads input offset `map(idx)`.
+template <typename Map>
+void gather_bytes(void* dst, const void* src, size_t esize, const Shape& out, Map&& map) {
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+  for_each_index(out, [&](int64_t i, const int64_t* idx) {
+    std::memcpy(d + size_t(i) * esize, s + size_t(map(idx)) * esize, esize);
+  });
+}
+
+Status Runner::exec(const XNode&, const TransposeParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
+  HF2PTE_CHECK_OR_RETURN(p.perm.size() == x->shape.size(), kInvalidArgument, "perm has {} entries for rank {}",
+                         p.perm.size(), x->shape.size());
+  Shape out(x->shape.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = x->shape[p.perm[i]];
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
+  const Shape st = strides_of(x->shape);
+  gather_bytes(y->data, x->data, xdtype_size(x->dtype), out, [&](const int64_t* idx) {
+    int64_t off = 0;
+    for (size_t i = 0; i < out.size(); ++i) off += idx[i] * st[p.perm[i]];
+    return off;
+  });
+  return Status::ok();
+}
+
+Status Runner::exec(const XNode&, const ReshapeParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
+  const int64_t count = numel(x->shape);
+  Shape out(p.new_shape.begin(), p.new_shape.end());
+  int64_t known = 1;
+  int inferred = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0) {
+      inferred = int(i);
+      continue;
+    }
+    // new_shape is hostile: bound the product before it can overflow.
+    HF2PTE_CHECK_OR_RETURN(uint64_t(known) <= kMaxValueBytes / uint64_t(out[i]), kOutOfRange,
+                           "new_shape [{}] is too large", fmt::join(out, ", "));
+    known *= out[i];
+  }
+  if (inferred >= 0) {
+    HF2PTE_CHECK_OR_RETURN(known != 0 && count % known == 0, kInvalidArgument,
+                           "cannot infer a dim of [{}] for {} elements", fmt::join(out, ", "), count);
+    out[size_t(inferred)] = count / known;
+  }
+  HF2PTE_CHECK_OR_RETURN(numel(out) == count, kInvalidArgument, "reshape of [{}] to [{}] changes the element count",
+                         fmt::join(x->shape, ", "), fmt::join(out, ", "));
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
+  std::memmove(y->data, x->data, size_t(count) * xdtype_size(x->dtype));
+  return Status::ok();
+}
+
+Status Runner::exec(const XNode&, const SliceParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
+  HF2PTE_CHECK_OR_RETURN(p.offsets.size() == x->shape.size(), kInvalidArgument,
+                         "slice has {} offsets for rank {}", p.offsets.size(), x->shape.size());
+  Shape out(x->shape.size());
+  for (size_t d = 0; d < out.size(); ++d) {
+    const int64_t off = p.offsets[d], dim = x->shape[d];
+    // Size 0 means "to the end" (the v1 slice API, §7).
+    const int64_t size = p.sizes[d] == 0 ? dim - off : int64_t(p.sizes[d]);
+    HF2PTE_CHECK_OR_RETURN(off <= dim && size >= 0 && off + size <= dim, kInvalidArgument,
+                           "slice [{}, +{}) exceeds dim {} of size {}", off, size, d, dim);
+    out[d] = size;
+  }
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
+  const Shape st = strides_of(x->shape);
+  gather_bytes(y->data, x->data, xdtype_size(x->dtype), out, [&](const int64_t* idx) {
+    int64_t off = 0;
+    for (size_t d = 0; d < out.size(); ++d) off += (idx[d] + int64_t(p.offsets[d])) * st[d];
+    return off;
+  });
+  return Status::ok();
+}
+
+Status Runner::exec(const XNode&, const ConcatParams& p) {
+  std::vector<XValue*> ins;
+  for (uint32_t vi : p.inputs) {
+    HF2PTE_ASSIGN_OR_RETURN(XValue * v, input(vi));
+    ins.push_back(v);
+  }
+  const Shape& first = ins[0]->shape;
+  HF2PTE_CHECK_OR_RETURN(p.axis < first.size(), kInvalidArgument, "concat axis {} for rank {}", p.axis, first.size());
+  Shape out = first;
+  out[p.axis] = 0;
+  for (XValue* v : ins) {
+    HF2PTE_CHECK_OR_RETURN(v->shape.size() == first.size(), kInvalidArgument, "concat inputs differ in rank");
+    for (size_t d = 0; d < first.size(); ++d) {
+      HF2PTE_CHECK_OR_RETURN(d == p.axis || v->shape[d] == first[d], kInvalidArgument,
+                             "concat inputs [{}] and [{}] differ off the axis", fmt::join(first, ", "),
+                             fmt::join(v->shape, ", "));
+    }
+    out[p.axis] += v->shape[p.axis];
+  }
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
+  const size_t esize = xdtype_size(y->dtype);
+  int64_t outer = 1;
+  for (size_t d = 0; d < p.axis; ++d) outer *= out[d];
+  const int64_t out_block = numel(out) / std::max<int64_t>(outer, 1);
+  auto* dst = static_cast<uint8_t*>(y->data);
+  int64_t col = 0;
+  for (XValue* v : ins) {
+    const int64_t block = numel(v->shape) / std::max<int64_t>(outer, 1);
+    const auto* src = static_cast<const uint8_t*>(v->data);
+    for (int64_t o = 0; o < outer && block > 0; ++o) {
+      std::memcpy(dst + size_t(o * out_block + col) * esize, src + size_t(o * block) * esize, size_t(block) * esize);
+    }
+    col += block;
+  }
+  return Status::ok();
+}
+
+Status Runner::exec(const XNode&, const PadParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
+  HF2PTE_CHECK_OR_RETURN(p.pre.size() <= x->shape.size(), kInvalidArgument, "{} paddings for rank {}",
+                         p.pre.size(), x->shape.size());
+  Shape out = x->shape, pre(x->shape.size(), 0);
+  for (size_t d = 0; d < p.pre.size(); ++d) {
+    pre[d] = p.pre[d];
+    out[d] += int64_t(p.pre[d]) + int64_t(p.post[d]);
+  }
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
+  float* py = static_cast<float*>(y->data);
+  std::fill(py, py + numel(out), p.value);
+  const Shape so = strides_of(out);
+  const float* px = static_cast<const float*>(x->data);
+  for_each_index(x->shape, [&](int64_t i, const int64_t* idx) {
+    int64_t off = 0;
+    for (size_t d = 0; d < out.size(); ++d) off += (idx[d] + pre[d]) * so[d];
+    py[off] = px[i];
+  });
+  return Status::ok();
+}
+
+}  // namespace
+
+Status run_graph(XnnGraph& g, OutputBinder& binder) { return Runner(g, binder).run(); }
+
+}  // namespace hf2pte::xnn
