@@ -32,6 +32,7 @@ struct GenerateArgs {
   uint64_t seed = 0;
   bool print_ids = false;
   bool chat = false;  ///< wrap --prompt as a user message with the tokenizer's chat template
+  int threads = 0;    ///< kernel threads (0: all cores)
   CLI::Option* prompt_opt = nullptr;
 };
 /// `hf2pte generate OUT.pte (--prompt TEXT [--tokenizer DIR] | --prompt-ids 1,2,3) [sampling flags] [--print-ids]`
@@ -40,5 +41,13 @@ int run_generate(const GenerateArgs& a);
 
 /// Parses "1,2,3" (spaces allowed) into ids.
 Result<std::vector<int64_t>> parse_id_list(const std::string& s, const char* flag);
+
+struct BenchArgs {
+  std::string pte;
+  int prompt_len = 128, gen = 64, threads = 0;
+};
+/// `hf2pte bench OUT.pte [--prompt-len 128] [--gen 64] [--threads N]`
+CLI::App* add_bench_command(CLI::App& app, BenchArgs& a);
+int run_bench(const BenchArgs& a);
 
 }  // namespace hf2pte::cli

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"
 #include "llm/generator.h"
 #include "llm/tokenizer/chat_template.h"
@@ -46,6 +47,7 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a) {
   gen->add_option("--seed", a.seed, "PRNG seed (std::mt19937_64); same seed, same output");
   gen->add_flag("--print-ids", a.print_ids, "print the generated token ids instead of text");
   gen->add_flag("--chat", a.chat, "format --prompt as a user turn with the tokenizer's chat_template");
+  gen->add_option("--threads", a.threads, "kernel threads (default: all cores)");
   return gen;
 }
 
@@ -98,7 +100,8 @@ int run_generate(const GenerateArgs& a) {
 
   auto program = rt::Program::load(a.pte);
   if (!program) return fail(program.status());
-  auto gen = llm::TextGenerator::create(*program, portable_registry());
+  if (a.threads > 0) kernels::set_kernel_threads(a.threads);
+  auto gen = llm::TextGenerator::create(*program, optimized_registry());
   if (!gen) return fail(gen.status());
   for (auto id : prompt) {
     if (id < 0 || id >= (*gen)->vocab_size()) {

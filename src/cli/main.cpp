@@ -18,6 +18,7 @@
 
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "checkpoint/npy.h"
+#include "kernels/optimized/kernels.h"
 #include "cli/commands.h"
 #include "export/exporter.h"
 #include "kernels/portable/kernels.h"
@@ -203,7 +204,7 @@ struct RunArgs {
 int run_run(const RunArgs& a) {
   auto program = rt::Program::load(a.pte);
   if (!program) return fail(program.status());
-  auto method = (*program)->load_method(a.method, portable_registry());
+  auto method = (*program)->load_method(a.method, optimized_registry());
   if (!method) return fail(method.status());
   auto& m = **method;
   if (a.inputs.size() != m.num_inputs()) {
@@ -320,6 +321,8 @@ int main(int argc, char** argv) {
   auto* gen = cli::add_generate_command(app, ga);
   cli::TokenizeArgs ta;
   auto* tokenize = cli::add_tokenize_command(app, ta);
+  cli::BenchArgs ba;
+  auto* bench = cli::add_bench_command(app, ba);
 
   try {
     app.parse(argc, argv);
@@ -335,5 +338,6 @@ int main(int argc, char** argv) {
   if (*ins) return run_inspect(inspect_path, inspect_json);
   if (*gen) return cli::run_generate(ga);
   if (*tokenize) return cli::run_tokenize(ta);
+  if (*bench) return cli::run_bench(ba);
   return 2;
 }

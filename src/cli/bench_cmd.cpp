@@ -1,0 +1,39 @@
+// `hf2pte bench OUT.pte [--prompt-len 128] [--gen 64] [--threads N]`: prefill
+// and decode tokens/s, peak memory, the machine's measured read bandwidth and
+// decode's share of the bandwidth limit, all measured in this one run.
+#include <cstdio>
+
+#include "bench/bench.h"
+#include "cli/commands.h"
+#include "kernels/optimized/kernels.h"
+
+namespace hf2pte::cli {
+
+CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
+  auto* cmd = app.add_subcommand("bench", "prefill/decode tokens/s and decode's share of the memory bandwidth");
+  cmd->add_option("pte", a.pte, ".pte file (LLM program)")->required();
+  cmd->add_option("--prompt-len", a.prompt_len, "prompt tokens for the prefill (default 128)");
+  cmd->add_option("--gen", a.gen, "decode steps (default 64)");
+  cmd->add_option("--threads", a.threads, "kernel threads (default: all cores)");
+  return cmd;
+}
+
+int run_bench(const BenchArgs& a) {
+  bench::BenchOptions o;
+  o.prompt_len = a.prompt_len;
+  o.gen = a.gen;
+  o.threads = a.threads;
+  if (a.threads > 0) kernels::set_kernel_threads(a.threads);
+  auto r = bench::run_llm_bench(a.pte, o, optimized_registry());
+  if (!r) return fail(r.status());
+  std::printf("prefill: %d tokens, %.1f tok/s (%.3f s)\n", r->prompt_len, r->prefill_tok_s, r->prefill_seconds);
+  std::printf("decode:  %d tokens, %.1f tok/s (%.3f ms/token)\n", r->gen, r->decode_tok_s, 1000.0 / r->decode_tok_s);
+  std::printf("weights read per decode step: %.1f MB; measured read bandwidth (%d threads): %.1f GB/s\n",
+              double(r->weight_bytes_per_token) / 1e6, r->threads, r->bandwidth_gb_s);
+  std::printf("decode share of the bandwidth limit: %.1f %% (limit %.1f tok/s)\n", 100.0 * r->decode_bandwidth_share,
+              r->bandwidth_gb_s * 1e9 / double(std::max<uint64_t>(r->weight_bytes_per_token, 1)));
+  std::printf("peak RSS: %.1f MiB\n", r->peak_rss_mib);
+  return 0;
+}
+
+}  // namespace hf2pte::cli
