@@ -142,5 +142,33 @@ TEST(Cli, ConfigFileIsValidatedAndStoredInTheProgram) {
   EXPECT_NE(slurp(dir + "/m.pte").find(R"("max_seq_len":48)"), std::string::npos);
 }
 
+// Every causal-LM fixture through the CLI: `generate --prompt-ids <input_ids>
+// --max-new-tokens 12 --print-ids` prints exactly greedy.npy (prefill once, then
+// one token per call through the KV cache).
+TEST(Cli, GenerateReproducesGreedyForEveryFixture) {
+  auto dir = test::temp_dir("t");
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(test::repo_path("tests/data/fixtures"))) {
+    if (!fs::exists(entry.path() / "greedy.npy")) continue;
+    std::string name = entry.path().filename().string();
+    auto ids = test::as_longs(test::load_npy((entry.path() / "input_ids.npy").string()));
+    auto greedy = test::as_longs(test::load_npy((entry.path() / "greedy.npy").string()));
+    std::string prompt, want;
+    for (size_t i = 0; i < ids.size(); ++i) prompt += (i ? "," : "") + std::to_string(ids[i]);
+    for (size_t i = 0; i < greedy.size(); ++i) want += (i ? " " : "") + std::to_string(greedy[i]);
+    std::string pte = dir + "/" + name + ".pte";
+    ASSERT_EQ(run_cli("export " + entry.path().string() + " -o " + pte + " --quiet", dir).exit_code, 0) << name;
+    std::string out_path = dir + "/" + name + ".out";
+    std::string cmd = std::string(HF2PTE_CLI) + " generate " + pte + " --prompt-ids " + prompt +
+                      " --max-new-tokens " + std::to_string(greedy.size()) + " --print-ids >" + out_path + " 2>/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << name;
+    std::string got = slurp(out_path);
+    while (!got.empty() && (got.back() == '\n' || got.back() == ' ')) got.pop_back();
+    EXPECT_EQ(got, want) << name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 18);
+}
+
 }  // namespace
 }  // namespace hf2pte
