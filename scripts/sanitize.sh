@@ -29,3 +29,7 @@ run_fuzzer fuzz_pte "$(corpus pte tests/data/conformance/*.pte tests/data/confor
 run_fuzzer fuzz_safetensors "$(corpus safetensors tests/data/fixtures/llama-gqa-tied-bf16/model.safetensors)"
 run_fuzzer fuzz_config "$(corpus config tests/data/fixtures/*/config.json)"
 run_fuzzer fuzz_npy "$(corpus npy tests/data/fixtures/llama-mha/*.npy)"
+# Whole XNNPACK-delegated programs: fuzz_xnnpack loads them with the backend
+# registered, so mutations of the delegate segment reach the payload parser.
+run_fuzzer fuzz_xnnpack "$(corpus xnnpack tests/data/conformance/{add,dynamic,quantized}.pte)"
+run_fuzzer fuzz_tokenizer "$(corpus tokenizer models/stories260K/tokenizer.json fuzz/seeds/tokenizer/*.json)"

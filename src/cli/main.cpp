@@ -208,8 +208,8 @@ int run_run(const RunArgs& a) {
   if (!method) return fail(method.status());
   auto& m = **method;
   if (a.inputs.size() != m.num_inputs()) {
-    return fail(make_error(ErrorCode::kInvalidArgument, "method {} takes {} inputs; got {} --input files", a.method,
-                           m.num_inputs(), a.inputs.size()));
+    return fail(make_error(ErrorCode::kInvalidArgument, "method {} takes {} inputs; got {} --input files (command line)",
+                           a.method, m.num_inputs(), a.inputs.size()));
   }
   for (size_t i = 0; i < a.inputs.size(); ++i) {
     auto t = read_npy(a.inputs[i]);

@@ -1,6 +1,8 @@
 #include "export/emit.h"
 
 #include <map>
+#include <memory>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -58,7 +60,8 @@ pte::Blob zeros_blob(uint64_t size) {
 /// Emits one method: owns the value table and the mapping from graph values.
 class MethodEmitter {
  public:
-  MethodEmitter(const graph::Graph& g, const MemoryPlan& plan, pte::PteContents& out) : g_(g), plan_(plan), out_(out) {}
+  MethodEmitter(const graph::Graph& g, const MemoryPlan& plan, pte::PteContents& out, std::set<std::string>& named_keys)
+      : g_(g), plan_(plan), out_(out), named_keys_(named_keys) {}
 
   Result<std::unique_ptr<fb::ExecutionPlanT>> emit() {
     auto ep = std::make_unique<fb::ExecutionPlanT>();
@@ -281,7 +284,49 @@ class MethodEmitter {
   // KernelCall args = one value per schema argument (outs included) + one
   // return slot: the out for out-variants, the result for functional ops,
   // `self` for in-place ops.
+  // A delegated subgraph: BackendDelegate {id, processed {SEGMENT, k}, no
+  // compile specs} with the payload as delegates[k], its weights as named data
+  // (stored once per key program-wide), and DelegateCall args = inputs then
+  // outputs (the payload's external ids, docs/pte-format.md §4).
+  Status emit_delegate(const graph::Node& node) {
+    const auto* idx = std::get_if<int64_t>(&node.args.at(0));
+    const auto* inputs = std::get_if<graph::TensorList>(&node.args.at(1));
+    if (idx == nullptr || inputs == nullptr || *idx < 0 || size_t(*idx) >= g_.delegates().size()) {
+      return make_error(ErrorCode::kInternal, "malformed delegate call");
+    }
+    const graph::Delegate& d = g_.delegates()[size_t(*idx)];
+    auto payload = std::make_shared<const std::vector<uint8_t>>(d.payload);
+    pte::Blob blob;
+    blob.size = payload->size();
+    blob.write = [payload](pte::ByteSink& sink) { return sink.write(payload->data(), payload->size()); };
+    out_.delegates.push_back(std::move(blob));
+    auto bd = std::make_unique<fb::BackendDelegateT>();
+    bd->id = d.backend_id;
+    bd->processed = std::make_unique<fb::BackendDelegateDataReferenceT>();
+    bd->processed->location = fb::DataLocation::SEGMENT;
+    bd->processed->index = uint32_t(out_.delegates.size() - 1);
+    ep_->delegates.push_back(std::move(bd));
+    for (const auto& n : d.named) {
+      if (named_keys_.insert(n.key).second) out_.named.push_back({n.key, blob_of(n.data)});
+    }
+    fb::DelegateCallT call;
+    call.delegate_index = int32_t(ep_->delegates.size() - 1);
+    for (auto v : *inputs) {
+      HF2PTE_ASSIGN_OR_RETURN(int i, tensor_value(v));
+      call.args.push_back(i);
+    }
+    for (auto v : node.outputs) {
+      HF2PTE_ASSIGN_OR_RETURN(int i, tensor_value(v));
+      call.args.push_back(i);
+    }
+    auto instr = std::make_unique<fb::InstructionT>();
+    instr->instr_args.Set(std::move(call));
+    chain_->instructions.push_back(std::move(instr));
+    return Status::ok();
+  }
+
   Status emit_node(const graph::Node& node) {
+    if (node.op == OpId::DelegateCall) return emit_delegate(node);
     const auto& info = op_info(node.op);
     if (!info.has_kernel) {
       return make_error(ErrorCode::kInternal, "{} reached emission; it must be lowered first", info.kernel_key());
@@ -322,6 +367,7 @@ class MethodEmitter {
   const graph::Graph& g_;
   const MemoryPlan& plan_;
   pte::PteContents& out_;
+  std::set<std::string>& named_keys_;
   fb::ExecutionPlanT* ep_ = nullptr;
   fb::ChainT* chain_ = nullptr;
   std::unordered_map<ValueId, int> tensor_values_;
@@ -384,8 +430,9 @@ Result<pte::PteContents> emit_program(const graph::Program& program, const std::
   std::vector<size_t> order(program.methods.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return program.methods[a].name() < program.methods[b].name(); });
+  std::set<std::string> named_keys;
   for (size_t i : order) {
-    MethodEmitter em(program.methods[i], plans.at(i), out);
+    MethodEmitter em(program.methods[i], plans.at(i), out, named_keys);
     HF2PTE_ASSIGN_OR_RETURN(auto ep, em.emit());
     out.program.execution_plan.push_back(std::move(ep));
   }

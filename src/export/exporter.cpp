@@ -119,6 +119,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
     if (ep->non_const_buffer_sizes.size() > 1) s.arena_bytes += uint64_t(ep->non_const_buffer_sizes[1]);
   }
   for (const auto& b : contents.constants) s.constant_bytes += b.size;
+  for (const auto& n : contents.named) s.constant_bytes += n.blob.size;  // delegate weights (before the tokenizer)
 
   // Operator counts per method, for the report.
   nlohmann::ordered_json methods = nlohmann::ordered_json::object();

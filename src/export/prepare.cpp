@@ -3,17 +3,18 @@
 namespace hf2pte::exp {
 
 Status prepare_backend(graph::Program& p, const ExportConfig& c, StageLog& log) {
-  // The portable backend runs every op on reference kernels. XNNPACK and CUDA
-  // lowering land with their backends (docs/decisions.md, "backends").
-  if (c.backend != Backend::kPortable) {
-    return make_error(ErrorCode::kNotSupported, "backend '{}' is not available yet; use --backend portable",
+  // portable runs every op on reference kernels; xnnpack delegates what its
+  // partitioner claims (stage 6) and leaves the rest on the same kernels.
+  // CUDA lowering lands with its backend (docs/decisions.md, "Backends").
+  if (c.backend != Backend::kPortable && c.backend != Backend::kXnnpack) {
+    return make_error(ErrorCode::kNotSupported, "backend '{}' is not available yet; use --backend portable or xnnpack",
                       backend_name(c.backend));
   }
   if (c.dtype != ScalarType::kFloat) {
-    return make_error(ErrorCode::kNotSupported, "dtype {} is not available yet for the portable backend; use fp32",
-                      scalar_type_name(c.dtype));
+    return make_error(ErrorCode::kNotSupported, "dtype {} is not available yet for the {} backend; use fp32",
+                      scalar_type_name(c.dtype), backend_name(c.backend));
   }
-  log.notes.push_back("backend portable, dtype fp32");
+  log.notes.push_back(std::string("backend ") + backend_name(c.backend) + ", dtype fp32");
   (void)p;
   return Status::ok();
 }

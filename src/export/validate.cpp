@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/xnnpack/xnnpack_backend.h"
 #include "export/interpreter.h"
 #include "kernels/portable/kernels.h"
 #include "runtime/program.h"
@@ -58,6 +59,8 @@ std::vector<double> as_doubles(const HostTensor& t) {
 Result<ValidationResult> validate_export(const graph::Program& unlowered, const std::string& pte_path) {
   ValidationResult result;
   result.report = nlohmann::ordered_json::object();
+  // Programs exported with --backend xnnpack hold XnnpackBackend delegates.
+  HF2PTE_RETURN_IF_ERROR(xnn::register_xnnpack_backend());
   HF2PTE_ASSIGN_OR_RETURN(auto program, rt::Program::load(pte_path));
   const auto& kernels = portable_registry();
   for (const auto& g : unlowered.methods) {

@@ -87,6 +87,23 @@ struct Node {
   std::string name;              ///< debug name (also given to the outputs)
 };
 
+/// A constant a delegate payload refers to by key (Program.named_data); streamed
+/// at write time like every other constant.
+struct NamedConstant {
+  std::string key;
+  ConstantData data;
+};
+
+/// A subgraph lowered to a backend (stage 6). A DelegateCall node refers to it
+/// by index (its args[0]); its args[1] are the inputs, its outputs the outputs,
+/// in the order of the payload's external ids (inputs then outputs).
+struct Delegate {
+  std::string backend_id;             ///< BackendDelegate.id, e.g. "XnnpackBackend"
+  std::vector<uint8_t> payload;       ///< the processed blob (stored as a segment)
+  std::vector<NamedConstant> named;   ///< weights the payload names
+  std::string summary;                ///< for dumps: "FullyConnected x1"
+};
+
 /// Where a named dim is read from at runtime: `inputs[input].size(axis)`.
 struct DimSource {
   ValueId input = -1;
@@ -133,6 +150,13 @@ class Graph {
   /// Every buffer value, in creation order.
   std::vector<ValueId> buffers() const;
 
+  // ---- delegates (set by the partitioner) ----
+  int32_t add_delegate(Delegate d) {
+    delegates_.push_back(std::move(d));
+    return int32_t(delegates_.size() - 1);
+  }
+  const std::vector<Delegate>& delegates() const { return delegates_; }
+
   /// Text form: header, dims, inputs, constants, buffers, one line per node.
   std::string to_string() const;
 
@@ -147,6 +171,7 @@ class Graph {
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
   std::vector<ConstantData> constants_;
+  std::vector<Delegate> delegates_;
 };
 
 /// A scalar (or small list) returned by a constant method such as get_max_seq_len.

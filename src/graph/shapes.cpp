@@ -343,6 +343,12 @@ Outs ScaledDotProductAttention(const Graph& g, const Args& a) {
   return one(like(*q, std::move(sizes), q->dtype));
 }
 
+// The partitioner sets a delegate call's outputs (the lowered subgraph's); they
+// cannot be re-derived from the args.
+Outs DelegateCall(const Graph&, const Args&) {
+  return make_error(ErrorCode::kInternal, "delegate_call outputs are set by the partitioner, not inferred");
+}
+
 }  // namespace shapes
 
 Result<std::vector<OutputType>> infer_outputs(const Graph& g, OpId op, const std::vector<Arg>& args) {

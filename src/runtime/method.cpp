@@ -1,6 +1,7 @@
 #include "runtime/method.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -13,6 +14,13 @@
 #include "pte/program_generated.h"
 
 namespace hf2pte::rt {
+
+namespace {
+std::atomic<uint64_t> g_max_planned_bytes{kDefaultMaxPlannedBytes};
+}  // namespace
+
+void set_max_planned_bytes(uint64_t bytes) { g_max_planned_bytes = bytes ? bytes : kDefaultMaxPlannedBytes; }
+uint64_t max_planned_bytes() { return g_max_planned_bytes; }
 
 namespace fb = executorch_flatbuffer;
 
@@ -148,12 +156,23 @@ Status PlanMethod::init(const fb::ExecutionPlan& plan, const KernelRegistry& reg
 Status PlanMethod::allocate_arenas(const fb::ExecutionPlan& plan) {
   const auto* sizes = plan.non_const_buffer_sizes();
   // Entry 0 is reserved (memory_id 0 = constants); arena j serves memory_id j+1.
+  // The total is checked before anything is mapped: a hostile file cannot make
+  // us reserve more than the cap (docs/decisions.md, "Planned memory cap").
+  const uint64_t cap = max_planned_bytes();
+  uint64_t total = 0;
   for (uint32_t i = 1; i < sizes->size(); ++i) {
     const int64_t n = sizes->Get(i);
     if (n < 0) {
       return error_in(make_error(ErrorCode::kInvalidProgram, "planned buffer {} has negative size {}", i, n));
     }
-    auto buf = AlignedBuffer::allocate(size_t(n));
+    if (__builtin_add_overflow(total, uint64_t(n), &total) || total > cap) {
+      return error_in(make_error(ErrorCode::kOutOfRange,
+                                 "planned buffers need more than the {} bytes allowed; buffer {} has {} bytes", cap,
+                                 i, n));
+    }
+  }
+  for (uint32_t i = 1; i < sizes->size(); ++i) {
+    auto buf = AlignedBuffer::allocate(size_t(sizes->Get(i)));
     if (!buf) return error_in(buf.status().with_context(fmt::format("planned buffer {}", i)));
     arenas_.push_back(std::move(buf).value());
   }

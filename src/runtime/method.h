@@ -22,6 +22,16 @@ namespace hf2pte::rt {
 /// kMaxInstructions).
 inline constexpr int64_t kMaxInstructions = 10'000'000;
 
+/// Default cap on the planned memory of one method: the sum of its
+/// non_const_buffer_sizes. Arenas are sized by the file, so without a cap a
+/// 1 KB file could ask for terabytes (docs/decisions.md, "Planned memory cap").
+inline constexpr uint64_t kDefaultMaxPlannedBytes = uint64_t{16} << 30;
+/// Sets the process-wide cap checked by every later PlanMethod::load (0 restores
+/// the default). Thread-safe.
+void set_max_planned_bytes(uint64_t bytes);
+/// The cap in effect.
+uint64_t max_planned_bytes();
+
 /// A loaded method: owns its value table, tensors, planned arenas, input copies
 /// and delegate handles, and keeps the program file alive (constant tensors and
 /// strings point into it).

@@ -1,8 +1,8 @@
-// mm / bmm / addmm through OpenBLAS sgemm (Debian's libopenblas picks AVX-512
-// kernels on this machine and reaches ~205 GFLOP/s on 2 threads; for M = 1 it
-// runs a GEMV near the memory bandwidth). Row-major contiguous float32 only;
-// anything else goes to the portable kernel, which also owns all argument
-// checking messages.
+// mm / bmm / addmm, contiguous float32 (anything else goes to the portable
+// kernel, which also owns all argument checking messages). One thread pool
+// does the threading (gemm.h): M > 1 splits columns over single-threaded
+// OpenBLAS sgemm (Cooperlake kernels on this machine), M = 1 (decode) over
+// single-threaded sgemv; bmm with M = 1 runs the SIMD GEMV per head.
 #include <cblas.h>
 
 #include <algorithm>
@@ -10,7 +10,11 @@
 
 #include <fmt/format.h>
 
+#include "kernels/optimized/gemm.h"
 #include "kernels/optimized/kernels.h"
+#include "kernels/optimized/optimized_ops.h"
+#include "kernels/optimized/simd_kernels.h"
+#include "kernels/optimized/thread_pool.h"
 #include "kernels/portable/kernels.h"
 
 namespace hf2pte::kernels {
@@ -29,10 +33,55 @@ bool fast_path(const rt::EValue* v, int rank) {
          v->tensor->is_contiguous() && v->tensor->raw_data() != nullptr;
 }
 
-/// C[M,N] = alpha * A[M,K] B[K,N] + beta * C, all row-major contiguous.
-void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B, float beta, float* C) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K), alpha, A, int(K), B, int(N), beta, C, int(N));
+/// The pool owns the threads: OpenBLAS runs single-threaded inside each task.
+void blas_single_thread() {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
+
+}  // namespace
+
+void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B, float beta, float* C,
+              const float* bias) {
+  if (M == 1) {
+    // Decode: single-threaded OpenBLAS sgemv per column block of the pool.
+    // kernel_bench, same run: faster than our AVX-512 GEMV (SimdKernels::gemv)
+    // at every bench-110m / bench-1b shape, so that one serves bmm only.
+    blas_single_thread();
+    // At least ~64K weights per task: below that, waking a thread costs more than it saves.
+    const int64_t grain = std::max<int64_t>(64, (65536 / std::max<int64_t>(K, 1) + 15) / 16 * 16);
+    parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+      float b = beta;
+      // beta = 0 must ignore C (it may hold NaN/inf from an earlier op); not
+      // every OpenBLAS version special-cases it, so start from zeros or bias.
+      if (bias != nullptr) {
+        std::copy(bias + n0, bias + n1, C + n0), b = 1.0f;
+      } else if (beta == 0.0f) {
+        std::fill(C + n0, C + n1, 0.0f), b = 1.0f;
+      }
+      cblas_sgemv(CblasRowMajor, CblasTrans, int(K), int(n1 - n0), alpha, B + n0, int(N), A, 1, b, C + n0, 1);
+    });
+    return;
+  }
+  blas_single_thread();
+  parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
+    float b = beta;
+    if (bias != nullptr) {
+      for (int64_t i = 0; i < M; ++i) std::copy(bias + n0, bias + n1, C + i * N + n0);
+      b = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(n1 - n0), int(K), alpha, A, int(K), B + n0, int(N), b,
+                C + n0, int(N));
+  });
+}
+
+namespace {
+
+void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B, float beta, float* C,
+           const float* bias = nullptr) {
+  gemm_f32(M, N, K, alpha, A, B, beta, C, bias);
+}
+
+}  // namespace
 
 // [self, mat2, out, ret]
 Status mm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
@@ -68,8 +117,30 @@ Status bmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   int64_t shape[3] = {B, M, N};
   HF2PTE_RETURN_IF_ERROR(resize(out, shape, OpId::BmmOut));
   if (!out.is_contiguous()) return kernels::BmmOut(ctx, args);
-  for (int64_t i = 0; i < B; ++i) {
-    sgemm(M, N, K, 1.0f, a.data<float>() + i * M * K, b.data<float>() + i * K * N, 0.0f, out.data<float>() + i * M * N);
+  if (M == 1) {  // decode attention: one small GEMV per head, heads across threads
+    const SimdKernels& k = simd();
+    const float *pa = a.data<float>(), *pb = b.data<float>();
+    float* pc = out.data<float>();
+    parallel_for(B, B * K * N >= 65536 ? 1 : B, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i) k.gemv(pa + i * K, pb + i * K * N, nullptr, pc + i * N, K, N, 0, N);
+    });
+    if (args[3] != args[2]) *args[3] = *args[2];
+    return Status::ok();
+  }
+  if (B >= pool_threads()) {  // prefill attention: one single-threaded sgemm per head, heads across threads
+    blas_single_thread();
+    const float *pa = a.data<float>(), *pb = b.data<float>();
+    float* pc = out.data<float>();
+    parallel_for(B, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K), 1.0f, pa + i * M * K, int(K),
+                    pb + i * K * N, int(N), 0.0f, pc + i * M * N, int(N));
+      }
+    });
+  } else {
+    for (int64_t i = 0; i < B; ++i) {
+      sgemm(M, N, K, 1.0f, a.data<float>() + i * M * K, b.data<float>() + i * K * N, 0.0f, out.data<float>() + i * M * N);
+    }
   }
   if (args[3] != args[2]) *args[3] = *args[2];
   return Status::ok();
@@ -93,6 +164,11 @@ Status addmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   if (!out.is_contiguous()) return kernels::AddmmOut(ctx, args);
   float beta = float(args[3]->scalar_as_double()), alpha = float(args[4]->scalar_as_double());
   float* c = out.data<float>();
+  if (beta == 1.0f) {  // the exported linear layers: bias folded into the GEMV/GEMM
+    sgemm(M, N, K, alpha, a.data<float>(), b.data<float>(), 0.0f, c, bias.data<float>());
+    if (args[6] != args[5]) *args[6] = *args[5];
+    return Status::ok();
+  }
   for (int64_t i = 0; i < M; ++i) {
     // beta = 0 ignores self entirely (NaN included), as ATen does.
     for (int64_t j = 0; j < N; ++j) c[i * N + j] = beta == 0.0f ? 0.0f : beta * bias.data<float>()[j];
@@ -101,25 +177,5 @@ Status addmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   if (args[6] != args[5]) *args[6] = *args[5];
   return Status::ok();
 }
-
-}  // namespace
-
-void register_optimized_kernels(rt::KernelRegistry& registry) {
-  registry.register_kernel(op_info(OpId::MmOut).kernel_key(), mm_out);
-  registry.register_kernel(op_info(OpId::BmmOut).kernel_key(), bmm_out);
-  registry.register_kernel(op_info(OpId::AddmmOut).kernel_key(), addmm_out);
-}
-
-const rt::KernelRegistry& optimized_registry() {
-  static const rt::KernelRegistry registry = [] {
-    rt::KernelRegistry r;
-    register_portable_kernels(r);
-    register_optimized_kernels(r);
-    return r;
-  }();
-  return registry;
-}
-
-void set_kernel_threads(int threads) { openblas_set_num_threads(threads); }
 
 }  // namespace hf2pte::kernels

@@ -118,9 +118,35 @@ TEST(HostileTest, MemoryIdOutOfRange) {
 
 TEST(HostileTest, HugeOrNegativeArena) {
   expect_load_error([](PlanBuilder& b, int, int) { b.plan().non_const_buffer_sizes[1] = int64_t(1) << 62; },
-                    ErrorCode::kOutOfRange, "cannot allocate");
+                    ErrorCode::kOutOfRange, "planned buffers need more than the 17179869184 bytes allowed; buffer 1 has 4611686018427387904 bytes");
   expect_load_error([](PlanBuilder& b, int, int) { b.plan().non_const_buffer_sizes[1] = -5; },
                     ErrorCode::kInvalidProgram, "negative size");
+}
+
+// Policy (docs/decisions.md, "Planned memory cap"): the sum of the arenas is
+// checked before anything is mapped, so many arenas each under the cap cannot
+// add up past it, and 2^40 bytes in a tiny file is refused outright.
+TEST(HostileTest, PlannedMemoryIsCapped) {
+  expect_load_error([](PlanBuilder& b, int, int) { b.plan().non_const_buffer_sizes[1] = int64_t(1) << 40; },
+                    ErrorCode::kOutOfRange, "planned buffers need more than");
+  expect_load_error(
+      [](PlanBuilder& b, int, int) {
+        for (int i = 0; i < 1000; ++i) b.plan().non_const_buffer_sizes.push_back(int64_t(1) << 30);
+      },
+      ErrorCode::kOutOfRange, "; buffer 17 has 1073741824 bytes");
+  expect_load_error(
+      [](PlanBuilder& b, int, int) {
+        b.plan().non_const_buffer_sizes.push_back(INT64_MAX);
+        b.plan().non_const_buffer_sizes.push_back(INT64_MAX);
+      },
+      ErrorCode::kOutOfRange, "planned buffers need more than");
+  // The cap is configurable; a smaller one refuses what the default allows.
+  set_max_planned_bytes(32);
+  expect_load_error([](PlanBuilder&, int, int) {}, ErrorCode::kOutOfRange,
+                    "planned buffers need more than the 32 bytes allowed; buffer 1 has 64 bytes");
+  set_max_planned_bytes(0);
+  EXPECT_EQ(max_planned_bytes(), kDefaultMaxPlannedBytes);
+  EXPECT_TRUE(load_mutated([](PlanBuilder&, int, int) {}).is_ok());
 }
 
 TEST(HostileTest, BadTensorMetadata) {

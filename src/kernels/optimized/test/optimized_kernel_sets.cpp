@@ -1,4 +1,4 @@
-// The shared matmul op tests, run against the optimized registry (OpenBLAS
+// The shared op tests, run against the optimized registry (OpenBLAS
 // sgemm accumulates in float, so the tolerance is float32 GEMM rounding).
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/test/op_test_util.h"

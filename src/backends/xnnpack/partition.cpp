@@ -1,0 +1,369 @@
+#include "backends/xnnpack/partition.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "backends/xnnpack/serialize.h"
+#include "backends/xnnpack/sha256.h"
+#include "backends/xnnpack/xnnpack_backend.h"
+
+namespace hf2pte::xnn {
+
+namespace {
+
+using graph::Arg;
+using graph::Graph;
+using graph::IntList;
+using graph::Node;
+using graph::SymInt;
+using graph::ValueId;
+using K = fb_xnnpack::XNodeUnion;
+
+constexpr int kMaxRank = 6;
+
+std::optional<int64_t> const_int(const Arg& a) {
+  if (const auto* v = std::get_if<int64_t>(&a)) return *v;
+  if (const auto* s = std::get_if<SymInt>(&a); s && s->is_constant()) return s->constant_value();
+  return std::nullopt;
+}
+bool is_one(const Arg& a) {
+  if (const auto* v = std::get_if<int64_t>(&a)) return *v == 1;
+  if (const auto* v = std::get_if<double>(&a)) return *v == 1.0;
+  return false;
+}
+std::optional<ValueId> tensor(const Arg& a) {
+  if (const auto* v = std::get_if<ValueId>(&a)) return *v;
+  return std::nullopt;
+}
+
+/// A claimed node, decided before any rewrite.
+struct Plan {
+  K kind = K::NONE;
+  std::vector<ValueId> operands;  ///< graph values in XNNPACK id order (without the output)
+  uint32_t flags = 0;
+  std::vector<uint32_t> list1, list2;
+  uint32_t axis = 0;
+  bool fc_constants = false;  ///< operands[1] (filter) and operands[2] (bias, optional) are named constants
+};
+
+class Claimer {
+ public:
+  Claimer(const Graph& g, const PartitionOptions& o) : g_(g), o_(o) {}
+
+  /// fp32, contiguous, every dim bounded, rank <= 6.
+  bool plain(ValueId v) const {
+    const auto& val = g_.value(v);
+    if (val.role == graph::ValueRole::kSymInt) return false;
+    const auto& t = val.type;
+    if (t.dtype != ScalarType::kFloat || t.rank() > kMaxRank) return false;
+    for (size_t i = 0; i < t.dim_order.size(); ++i) if (t.dim_order[i] != i) return false;
+    for (auto b : t.upper_bounds(g_.dims())) if (b <= 0 || b == graph::DimRange::kUnbounded || b > INT32_MAX) return false;
+    return true;
+  }
+  bool is_const(ValueId v) const { return g_.value(v).role == graph::ValueRole::kConstant; }
+
+  std::optional<Plan> claim(const Node& n) const {
+    if (n.outputs.size() != 1 || !plain(n.outputs[0])) return std::nullopt;
+    auto p = claim_op(n);
+    if (!p) return std::nullopt;
+    for (auto v : p->operands) if (!plain(v)) return std::nullopt;
+    return p;
+  }
+
+ private:
+  std::optional<Plan> claim_op(const Node& n) const {
+    const auto& a = n.args;
+    const auto& out = g_.type(n.outputs[0]);
+    Plan p;
+    switch (n.op) {
+      case OpId::MmOut:
+      case OpId::AddmmOut: {
+        // mm(x, W^T) / addmm(b, x, W^T): FullyConnected, filter [in, out] with flag 0x1.
+        bool addmm = n.op == OpId::AddmmOut;
+        auto x = tensor(a[addmm ? 1 : 0]), w = tensor(a[addmm ? 2 : 1]);
+        if (!x || !w || is_const(*x) || !is_const(*w) || g_.type(*w).rank() != 2) return std::nullopt;
+        p.kind = K::XNNFullyConnected;
+        p.operands = {*x, *w};
+        p.flags = 0x1;
+        p.fc_constants = true;
+        if (addmm) {
+          auto b = tensor(a[0]);
+          if (!b || !is_const(*b) || g_.type(*b).rank() != 1 || !is_one(a[3]) || !is_one(a[4])) return std::nullopt;
+          p.operands.push_back(*b);
+        }
+        return p;
+      }
+      default:
+        break;
+    }
+    if (o_.linear_only) return std::nullopt;
+    auto binary = [&](K k) -> std::optional<Plan> {
+      auto x = tensor(a[0]), y = tensor(a[1]);
+      if (!x || !y) return std::nullopt;
+      p.kind = k;
+      p.operands = {*x, *y};
+      return p;
+    };
+    auto unary = [&](K k) -> std::optional<Plan> {
+      auto x = tensor(a[0]);
+      if (!x) return std::nullopt;
+      p.kind = k;
+      p.operands = {*x};
+      return p;
+    };
+    switch (n.op) {
+      case OpId::AddOut: return is_one(a[2]) ? binary(K::XNNAdd) : std::nullopt;
+      case OpId::SubOut: return is_one(a[2]) ? binary(K::XNNSubtract) : std::nullopt;
+      case OpId::MulOut: return binary(K::XNNMultiply);
+      case OpId::DivOut: return binary(K::XNNDiv);
+      case OpId::BmmOut: return binary(K::XNNBatchMatrixMultiply);
+      case OpId::NegOut: return unary(K::XNNNegate);
+      case OpId::RsqrtOut: return unary(K::XNNReciprocalSquareRoot);
+      case OpId::SigmoidOut: return unary(K::XNNSigmoid);
+      case OpId::TanhOut: return unary(K::XNNTanh);
+      case OpId::PowTensorScalarOut: {
+        // pow(x, 2) -> Square (upstream: exponent int 2)
+        bool two = (std::holds_alternative<int64_t>(a[1]) && std::get<int64_t>(a[1]) == 2) ||
+                   (std::holds_alternative<double>(a[1]) && std::get<double>(a[1]) == 2.0);
+        return two ? unary(K::XNNSquare) : std::nullopt;
+      }
+      case OpId::SoftmaxOut: {
+        auto dim = const_int(a[1]);
+        auto x = tensor(a[0]);
+        if (!x || !dim || (*dim != -1 && *dim != g_.type(*x).rank() - 1)) return std::nullopt;
+        if (const auto* h = std::get_if<bool>(&a[2]); h && *h) return std::nullopt;
+        return unary(K::XNNSoftmax);
+      }
+      case OpId::CloneOut:
+        if (!std::holds_alternative<graph::None>(a[1])) return std::nullopt;
+        return unary(K::XNNCopy);
+      case OpId::PermuteCopyOut: {
+        auto x = tensor(a[0]);
+        const auto* dims = std::get_if<IntList>(&a[1]);
+        if (!x || !dims || int(dims->size()) != g_.type(*x).rank()) return std::nullopt;
+        for (const auto& d : *dims) {
+          if (!d.is_constant()) return std::nullopt;
+          int64_t v = d.constant_value();
+          if (v < 0) v += int64_t(dims->size());
+          if (v < 0 || v >= int64_t(dims->size())) return std::nullopt;
+          p.list1.push_back(uint32_t(v));
+        }
+        return unary(K::XNNStaticTranspose);
+      }
+      case OpId::ViewCopyOut: {
+        // new_shape = output sizes, the (single) symbolic dim as 0 = inferred.
+        int symbolic = 0;
+        for (const auto& s : out.sizes) {
+          if (s.is_constant()) {
+            if (s.constant_value() <= 0) return std::nullopt;
+            p.list1.push_back(uint32_t(s.constant_value()));
+          } else {
+            ++symbolic;
+            p.list1.push_back(0);
+          }
+        }
+        if (symbolic > 1) return std::nullopt;
+        return unary(K::XNNStaticReshape);
+      }
+      case OpId::SliceCopyTensorOut: {
+        auto x = tensor(a[0]);
+        auto dim = const_int(a[1]);
+        if (!x || !dim || const_int(a[4]) != std::optional<int64_t>(1)) return std::nullopt;
+        const auto& xt = g_.type(*x);
+        int r = xt.rank();
+        int64_t d = *dim < 0 ? *dim + r : *dim;
+        if (d < 0 || d >= r || !xt.sizes[size_t(d)].is_constant()) return std::nullopt;
+        int64_t size = xt.sizes[size_t(d)].constant_value();
+        auto start = std::holds_alternative<graph::None>(a[2]) ? std::optional<int64_t>(0) : const_int(a[2]);
+        auto end = std::holds_alternative<graph::None>(a[3]) ? std::optional<int64_t>(size) : const_int(a[3]);
+        if (!start || !end) return std::nullopt;
+        int64_t s = *start < 0 ? *start + size : *start, e = *end < 0 ? *end + size : *end;
+        s = std::clamp<int64_t>(s, 0, size);
+        e = std::clamp<int64_t>(e, s, size);
+        if (e <= s) return std::nullopt;
+        // v1 API: size 0 at offset 0 means "to the end" (the other, possibly symbolic, dims).
+        for (int i = 0; i < r; ++i) {
+          p.list1.push_back(i == d ? uint32_t(s) : 0u);
+          p.list2.push_back(i == d ? uint32_t(e - s) : 0u);
+        }
+        return unary(K::XNNStaticSlice);
+      }
+      case OpId::CatOut: {
+        const auto* l = std::get_if<graph::TensorList>(&a[0]);
+        auto dim = const_int(a[1]);
+        if (!l || !dim || l->size() < 2 || l->size() > 5) return std::nullopt;
+        int r = out.rank();
+        int64_t d = *dim < 0 ? *dim + r : *dim;
+        if (d < 0 || d >= r) return std::nullopt;
+        for (auto v : *l) if (g_.type(v).rank() != r) return std::nullopt;
+        static constexpr K kCat[] = {K::XNNConcatenate2, K::XNNConcatenate3, K::XNNConcatenate4, K::XNNConcatenate5};
+        p.kind = kCat[l->size() - 2];
+        p.operands = *l;
+        p.axis = uint32_t(d);
+        return p;
+      }
+      default:
+        return std::nullopt;
+    }
+  }
+
+  const Graph& g_;
+  const PartitionOptions& o_;
+};
+
+std::vector<uint32_t> dims_of(const Graph& g, ValueId v) {
+  std::vector<uint32_t> d;
+  for (auto b : g.type(v).upper_bounds(g.dims())) d.push_back(uint32_t(b));
+  return d;
+}
+
+const char* kind_name(K k) { return fb_xnnpack::EnumNameXNodeUnion(k); }
+
+/// Builds the delegate for nodes [begin, end) of `nodes` (all claimed).
+Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes, const std::vector<std::optional<Plan>>& plans,
+                                  size_t begin, size_t end, const std::vector<ValueId>& inputs,
+                                  const std::vector<ValueId>& outputs, PartitionStats& stats) {
+  XnnSubgraph s;
+  graph::Delegate d;
+  d.backend_id = kXnnpackBackendId;
+  std::unordered_map<ValueId, uint32_t> ids;
+  auto add_value = [&](ValueId v, uint32_t ext, uint32_t flags, uint32_t cidx) {
+    s.values.push_back({dims_of(g, v), ext, flags, cidx});
+    ids[v] = uint32_t(s.values.size() - 1);
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) add_value(inputs[i], uint32_t(i), 1, 0);
+  for (size_t i = 0; i < outputs.size(); ++i) add_value(outputs[i], uint32_t(inputs.size() + i), 2, 0);
+  s.num_externs = uint32_t(inputs.size() + outputs.size());
+  std::map<std::string, uint32_t> const_idx;  // sha key -> constant_data index
+  auto named_constant = [&](ValueId v) -> Result<uint32_t> {
+    if (auto it = ids.find(v); it != ids.end()) return it->second;
+    const auto& c = g.constant(v);
+    Sha256 h;
+    uint64_t n = 0;
+    HF2PTE_RETURN_IF_ERROR(c.write([&](const void* p, size_t size) {
+      h.update(p, size);
+      n += size;
+      return Status::ok();
+    }));
+    if (n != c.nbytes()) {
+      return make_error(ErrorCode::kInternal, "constant %{} streamed {} bytes, expected {}", g.value(v).name, n, c.nbytes());
+    }
+    std::string key = h.hex();
+    auto [it, fresh] = const_idx.emplace(key, uint32_t(s.constants.size() + 1));
+    if (fresh) {
+      s.constants.push_back({key, n});
+      d.named.push_back({key, c});
+    }
+    add_value(v, kXnnInvalidId, 0, it->second);
+    return ids[v];
+  };
+  for (size_t i = begin; i < end; ++i) {
+    const Node& n = nodes[i];
+    const Plan& p = *plans[i];
+    XnnNodeSpec spec;
+    spec.kind = p.kind;
+    spec.flags = p.flags;
+    spec.list1 = p.list1;
+    spec.list2 = p.list2;
+    spec.axis = p.axis;
+    spec.debug_handle = uint32_t(i);
+    for (size_t k = 0; k < p.operands.size(); ++k) {
+      ValueId v = p.operands[k];
+      if (p.fc_constants && k >= 1) {
+        HF2PTE_ASSIGN_OR_RETURN(uint32_t id, named_constant(v));
+        spec.ids.push_back(id);
+        continue;
+      }
+      auto it = ids.find(v);
+      if (it == ids.end()) return make_error(ErrorCode::kInternal, "xnnpack partition: operand %{} of {} has no id", g.value(v).name, n.name);
+      spec.ids.push_back(it->second);
+    }
+    if (p.kind == K::XNNFullyConnected && p.operands.size() == 2) spec.ids.push_back(kXnnInvalidId);  // no bias
+    ValueId o = n.outputs[0];
+    if (!ids.count(o)) add_value(o, kXnnInvalidId, 0, 0);
+    spec.ids.push_back(ids[o]);
+    s.nodes.push_back(std::move(spec));
+    ++stats.xnn_nodes[kind_name(p.kind)];
+  }
+  d.payload = serialize_xnn_payload(s);
+  std::map<std::string, int> counts;
+  for (const auto& n : s.nodes) ++counts[kind_name(n.kind)];
+  for (const auto& [k, c] : counts) d.summary += fmt::format("{}{} x{}", d.summary.empty() ? "" : ", ", k, c);
+  return d;
+}
+
+void for_each_tensor_arg(const Node& n, const std::function<void(ValueId)>& f) {
+  for (const auto& a : n.args) {
+    if (const auto* id = std::get_if<ValueId>(&a)) f(*id);
+    if (const auto* l = std::get_if<graph::TensorList>(&a)) for (auto v : *l) f(v);
+    if (const auto* l = std::get_if<graph::OptTensorList>(&a)) for (const auto& v : *l) if (v) f(*v);
+  }
+}
+
+}  // namespace
+
+Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& options) {
+  PartitionStats stats;
+  Claimer claimer(g, options);
+  std::vector<Node> nodes = g.nodes();
+  std::vector<std::optional<Plan>> plans(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) plans[i] = claimer.claim(nodes[i]);
+  // Last use of every value (graph outputs count as used after every node).
+  std::unordered_map<ValueId, size_t> last_use;
+  for (size_t i = 0; i < nodes.size(); ++i) for_each_tensor_arg(nodes[i], [&](ValueId v) { last_use[v] = i; });
+  for (auto v : g.outputs()) last_use[v] = nodes.size();
+
+  std::vector<Node> rewritten;
+  for (size_t i = 0; i < nodes.size();) {
+    if (!plans[i]) {
+      rewritten.push_back(std::move(nodes[i]));
+      ++i;
+      continue;
+    }
+    // A maximal run of claimed nodes: contiguous in node order, so it cannot
+    // form a cycle with the nodes left outside.
+    size_t end = i;
+    while (end < nodes.size() && plans[end]) ++end;
+    std::unordered_set<ValueId> produced;
+    std::vector<ValueId> inputs, outputs;
+    std::unordered_set<ValueId> seen;
+    for (size_t k = i; k < end; ++k) {
+      const Plan& p = *plans[k];
+      for (size_t j = 0; j < p.operands.size(); ++j) {
+        ValueId v = p.operands[j];
+        if (p.fc_constants && j >= 1) continue;  // named constants, not args
+        if (!produced.count(v) && seen.insert(v).second) inputs.push_back(v);
+      }
+      produced.insert(nodes[k].outputs[0]);
+    }
+    for (size_t k = i; k < end; ++k) {
+      ValueId o = nodes[k].outputs[0];
+      auto it = last_use.find(o);
+      if (it != last_use.end() && it->second >= end) outputs.push_back(o);
+    }
+    if (outputs.empty()) {  // dead run: keep it as kernels (nothing to bind)
+      for (size_t k = i; k < end; ++k) rewritten.push_back(std::move(nodes[k]));
+      i = end;
+      continue;
+    }
+    HF2PTE_ASSIGN_OR_RETURN(graph::Delegate d, lower_run(g, nodes, plans, i, end, inputs, outputs, stats));
+    Node call;
+    call.op = OpId::DelegateCall;
+    call.name = fmt::format("xnnpack.{}", stats.partitions);
+    int32_t idx = g.add_delegate(std::move(d));
+    call.args = {int64_t(idx), graph::TensorList(inputs)};
+    call.outputs = outputs;
+    rewritten.push_back(std::move(call));
+    stats.claimed_nodes += int(end - i);
+    ++stats.partitions;
+    i = end;
+  }
+  g.mutable_nodes() = std::move(rewritten);
+  return stats;
+}
+
+}  // namespace hf2pte::xnn

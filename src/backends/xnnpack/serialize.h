@@ -1,0 +1,58 @@
+// The XNNPACK payload writer: a plain description of one lowered subgraph
+// (values, constants, nodes) -> the XH00 blob (32-byte header + XN01
+// flatbuffer built with our schema xnnpack.fbs, empty constant region), as
+// upstream 1.3.x writes it (docs/xnnpack-payload.md §2, §4, §10). Free of the
+// graph IR: the partitioner (partition.cpp) fills the description.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/xnnpack/xnnpack_generated.h"
+
+namespace hf2pte::xnn {
+
+inline constexpr uint32_t kXnnInvalidId = 0xFFFFFFFFu;
+
+/// One XNNTensorValue (fp32). `id_out` = its position in XnnSubgraph::values.
+struct XnnValueSpec {
+  std::vector<uint32_t> dims;             ///< XNNPACK order (= our dim order), bounds for symbolic dims
+  uint32_t external_id = kXnnInvalidId;   ///< DelegateCall arg position, or kXnnInvalidId
+  uint32_t flags = 0;                     ///< 1 external input, 2 external output
+  uint32_t constant_idx = 0;              ///< index into XnnSubgraph::constants (+1), 0 = none
+};
+
+/// One ConstantDataOffset in Program.named_data: {UINT64_MAX, size, key}.
+struct XnnNamedConstantSpec {
+  std::string key;
+  uint64_t size = 0;
+};
+
+/// One node. `ids` are value ids: Node1x1 (input, output), Node2x1 (input1,
+/// input2, output), FullyConnected (input, filter, bias or kXnnInvalidId,
+/// output), Cat (inputs..., output), StaticTranspose/Reshape/Slice (input, output).
+struct XnnNodeSpec {
+  fb_xnnpack::XNodeUnion kind = fb_xnnpack::XNodeUnion::NONE;
+  std::vector<uint32_t> ids;
+  uint32_t flags = 0;
+  std::vector<uint32_t> list1;  ///< perm / new_shape / offsets
+  std::vector<uint32_t> list2;  ///< sizes (StaticSlice)
+  uint32_t axis = 0;            ///< Cat
+  std::optional<std::pair<float, float>> output_min_max;
+  uint32_t debug_handle = 65535;
+};
+
+struct XnnSubgraph {
+  std::vector<XnnValueSpec> values;
+  std::vector<XnnNamedConstantSpec> constants;  ///< constant_data[1..]; [0] is the placeholder
+  std::vector<XnnNodeSpec> nodes;
+  uint32_t num_externs = 0;
+};
+
+/// XH00 header + XN01 flatbuffer (padded to 16) + empty constant region.
+std::vector<uint8_t> serialize_xnn_payload(const XnnSubgraph& s);
+
+}  // namespace hf2pte::xnn

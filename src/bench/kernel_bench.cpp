@@ -1,0 +1,112 @@
+// hf2pte_kernel_bench [--threads N]: the optimized kernels' inner loops against
+// OpenBLAS in one run (same threads, same buffers), best of several reps:
+//  - GEMM 1024^3 (prefill-sized): OpenBLAS sgemm on its own threads vs gemm_f32
+//    (what mm/addmm use: the kernel pool splitting columns over 1-thread sgemm);
+//  - decode GEMVs x[1,K] . W[K,N] at the linear-layer shapes of bench-110m and
+//    bench-1b: gemm_f32 (pool + 1-thread sgemv), our AVX-512 GEMV on the pool,
+//    OpenBLAS sgemm (M = 1) and sgemv on its threads, in GB/s of weights.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/optimized/gemm.h"
+#include "kernels/optimized/kernels.h"
+#include "kernels/optimized/simd_kernels.h"
+#include "kernels/optimized/thread_pool.h"
+
+namespace {
+
+double best_seconds(int reps, const std::function<void()>& fn) {
+  fn();  // warm-up
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+std::vector<float> filled(size_t n, float v) { return std::vector<float>(n, v); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace hf2pte::kernels;
+  int threads = 2;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--threads") threads = std::atoi(argv[++i]);
+  }
+  set_kernel_threads(threads);
+  std::printf("threads %d, SIMD table %s\n", threads, simd().isa);
+
+  {
+    const int n = 1024;
+    auto a = filled(size_t(n) * n, 0.5f), b = filled(size_t(n) * n, 0.25f), c = filled(size_t(n) * n, 0.0f);
+    const double flop = 2.0 * n * n * n;
+    for (int round = 0; round < 3; ++round) {  // alternate, so both see the same machine load
+      openblas_set_num_threads(threads);
+      double blas = best_seconds(5, [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let OpenBLAS's threads stop spinning
+      double ours = best_seconds(5, [&] { gemm_f32(n, n, n, 1.0f, a.data(), b.data(), 0.0f, c.data()); });
+      std::printf("GEMM 1024^3: OpenBLAS sgemm (%d threads) %.1f GFLOP/s, gemm_f32 (pool + 1-thread sgemm) %.1f GFLOP/s: %.2fx\n",
+                  threads, flop / blas / 1e9, flop / ours / 1e9, blas / ours);
+    }
+    openblas_set_num_threads(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+
+  struct Shape {
+    const char* what;
+    int K, N;
+  };
+  const Shape shapes[] = {{"110m q/k/v/o 768x768", 768, 768},     {"110m gate/up 768x2048", 768, 2048},
+                          {"110m down 2048x768", 2048, 768},      {"110m lm_head 768x32000", 768, 32000},
+                          {"1b gate/up 2048x5632", 2048, 5632},   {"1b down 5632x2048", 5632, 2048},
+                          {"1b lm_head 2048x32000", 2048, 32000}};
+  std::printf("%-26s %10s %10s %10s %10s %8s   (GB/s of weights)\n", "GEMV x[1,K].W[K,N]", "gemm_f32", "simd gemv", "sgemm", "sgemv",
+              "f32/best");
+  for (const auto& sh : shapes) {
+    // Several copies of W, cycled, so the set exceeds L3 (32 MiB) like a model's weights do.
+    const size_t wsize = size_t(sh.K) * sh.N;
+    const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / (wsize * 4)));
+    std::vector<std::vector<float>> ws(size_t(copies), filled(wsize, 0.01f));
+    auto x = filled(size_t(sh.K), 1.0f), y = filled(size_t(sh.N), 0.0f);
+    int next = 0;
+    const SimdKernels& k = simd();
+    auto per_call = [&](const std::function<void(const float*)>& fn) {
+      double s = best_seconds(5, [&] {
+        for (int c = 0; c < copies; ++c) fn(ws[size_t((next++) % copies)].data());
+      });
+      return double(wsize) * 4 * copies / s / 1e9;
+    };
+    double ours = 0, simd_gemv = 0, sgemm = 0, sgemv = 0;
+    for (int round = 0; round < 3; ++round) {  // alternate: every variant sees the same machine load
+      ours = std::max(ours, per_call([&](const float* w) { gemm_f32(1, sh.N, sh.K, 1.0f, x.data(), w, 0.0f, y.data()); }));
+      simd_gemv = std::max(simd_gemv, per_call([&](const float* w) {
+        parallel_for(sh.N, 64, [&](int64_t n0, int64_t n1) { k.gemv(x.data(), w, nullptr, y.data(), sh.K, sh.N, n0, n1); });
+      }));
+      openblas_set_num_threads(threads);
+      sgemm = std::max(sgemm, per_call([&](const float* w) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, sh.N, sh.K, 1.0f, x.data(), sh.K, w, sh.N, 0.0f, y.data(), sh.N);
+      }));
+      sgemv = std::max(sgemv, per_call([&](const float* w) {
+        cblas_sgemv(CblasRowMajor, CblasTrans, sh.K, sh.N, 1.0f, w, sh.N, x.data(), 1, 0.0f, y.data(), 1);
+      }));
+      openblas_set_num_threads(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    std::printf("%-26s %10.1f %10.1f %10.1f %10.1f %7.2fx\n", sh.what, ours, simd_gemv, sgemm, sgemv,
+                ours / std::max({simd_gemv, sgemm, sgemv}));
+  }
+  return 0;
+}

@@ -1,0 +1,142 @@
+// AVX-512 (F/BW/VL + FMA) versions of the SimdKernels loops. This file is the
+// whole hf2pte_kernels_optimized_avx512 library, compiled with those -m flags
+// only; simd() calls it only after __builtin_cpu_supports says yes.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/optimized/simd_kernels.h"
+
+namespace hf2pte::kernels {
+
+namespace avx512 {
+namespace {
+
+__mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1); }
+
+// Decode GEMV, x[1,K] . W[K,N]: W's rows are contiguous, so a pass reads four
+// rows at once as four sequential streams and accumulates into a y tile kept
+// in L1 (2048 floats). Memory-bound: what matters is streaming W once.
+void gemv(const float* x, const float* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
+  constexpr int64_t kTile = 2048;
+  for (int64_t t0 = n0; t0 < n1; t0 += kTile) {
+    const int64_t t1 = std::min(n1, t0 + kTile);
+    for (int64_t n = t0; n < t1; n += 16) {
+      __mmask16 m = tail_mask(t1 - n);
+      _mm512_mask_storeu_ps(y + n, m, bias ? _mm512_maskz_loadu_ps(m, bias + n) : _mm512_setzero_ps());
+    }
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+      const __m512 x0 = _mm512_set1_ps(x[k]), x1 = _mm512_set1_ps(x[k + 1]);
+      const __m512 x2 = _mm512_set1_ps(x[k + 2]), x3 = _mm512_set1_ps(x[k + 3]);
+      const float* r0 = w + k * ldw;
+      const float* r1 = r0 + ldw;
+      const float* r2 = r1 + ldw;
+      const float* r3 = r2 + ldw;
+      int64_t n = t0;
+      for (; n + 32 <= t1; n += 32) {
+        __m512 a = _mm512_loadu_ps(y + n), b = _mm512_loadu_ps(y + n + 16);
+        a = _mm512_fmadd_ps(x0, _mm512_loadu_ps(r0 + n), a);
+        b = _mm512_fmadd_ps(x0, _mm512_loadu_ps(r0 + n + 16), b);
+        a = _mm512_fmadd_ps(x1, _mm512_loadu_ps(r1 + n), a);
+        b = _mm512_fmadd_ps(x1, _mm512_loadu_ps(r1 + n + 16), b);
+        a = _mm512_fmadd_ps(x2, _mm512_loadu_ps(r2 + n), a);
+        b = _mm512_fmadd_ps(x2, _mm512_loadu_ps(r2 + n + 16), b);
+        a = _mm512_fmadd_ps(x3, _mm512_loadu_ps(r3 + n), a);
+        b = _mm512_fmadd_ps(x3, _mm512_loadu_ps(r3 + n + 16), b);
+        _mm512_storeu_ps(y + n, a);
+        _mm512_storeu_ps(y + n + 16, b);
+      }
+      for (; n < t1; n += 16) {
+        __mmask16 m = tail_mask(t1 - n);
+        __m512 a = _mm512_maskz_loadu_ps(m, y + n);
+        a = _mm512_fmadd_ps(x0, _mm512_maskz_loadu_ps(m, r0 + n), a);
+        a = _mm512_fmadd_ps(x1, _mm512_maskz_loadu_ps(m, r1 + n), a);
+        a = _mm512_fmadd_ps(x2, _mm512_maskz_loadu_ps(m, r2 + n), a);
+        a = _mm512_fmadd_ps(x3, _mm512_maskz_loadu_ps(m, r3 + n), a);
+        _mm512_mask_storeu_ps(y + n, m, a);
+      }
+    }
+    for (; k < K; ++k) {
+      const __m512 xk = _mm512_set1_ps(x[k]);
+      const float* r = w + k * ldw;
+      for (int64_t n = t0; n < t1; n += 16) {
+        __mmask16 m = tail_mask(t1 - n);
+        _mm512_mask_storeu_ps(y + n, m, _mm512_fmadd_ps(xk, _mm512_maskz_loadu_ps(m, r + n), _mm512_maskz_loadu_ps(m, y + n)));
+      }
+    }
+  }
+}
+
+// y[n] = x . w[n, :]: one dot product per row (attention scores against a
+// [S, head_dim] cache without transposing it).
+void gemv_t(const float* x, const float* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const float* row = w + n * ldw;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 16) {
+      __mmask16 m = tail_mask(K - k);
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), _mm512_maskz_loadu_ps(m, row + k), acc);
+    }
+    y[n] = _mm512_reduce_add_ps(acc);
+  }
+}
+
+// exp(x) for x <= 0 (softmax after subtracting the max): 2^n * p(r), Cephes
+// expf polynomial on r in [-ln2/2, ln2/2]; below -87.3 the result is 0, as
+// std::exp underflows (to a denormal) there.
+__m512 exp_nonpos(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.3f);
+  __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
+  x = _mm512_max_ps(x, lo);
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
+}
+
+void softmax_row(const float* x, float* y, int64_t n) {
+  __m512 mv = _mm512_set1_ps(-INFINITY);
+  __mmask16 nan = 0;
+  for (int64_t i = 0; i < n; i += 16) {
+    __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - i), x + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    mv = _mm512_max_ps(mv, v);
+  }
+  const float m = _mm512_reduce_max_ps(mv);
+  if (nan != 0 || !std::isfinite(m)) {  // all -inf, +inf or NaN rows: the scalar path's semantics
+    float mm = m;
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += (y[i] = std::exp(x[i] - mm));
+    for (int64_t i = 0; i < n; ++i) y[i] = float(y[i] / s);
+    return;
+  }
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 k = tail_mask(n - i);
+    __m512 e = _mm512_maskz_mov_ps(k, exp_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm)));
+    _mm512_mask_storeu_ps(y + i, k, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 k = tail_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), inv));
+  }
+}
+
+}  // namespace
+
+const SimdKernels kKernels{"avx512", gemv, gemv_t, softmax_row};
+}  // namespace avx512
+
+}  // namespace hf2pte::kernels

@@ -1,0 +1,54 @@
+// Plain C++ versions of the SimdKernels loops (any x86-64 / other CPU).
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/optimized/simd_kernels.h"
+
+namespace hf2pte::kernels {
+
+namespace generic {
+namespace {
+
+void gemv(const float* x, const float* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) y[n] = bias ? bias[n] : 0.0f;
+  for (int64_t k = 0; k < K; ++k) {
+    const float xk = x[k];
+    const float* row = w + k * ldw;
+    for (int64_t n = n0; n < n1; ++n) y[n] += xk * row[n];
+  }
+}
+
+void gemv_t(const float* x, const float* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const float* row = w + n * ldw;
+    float s = 0;
+    for (int64_t k = 0; k < K; ++k) s += x[k] * row[k];
+    y[n] = s;
+  }
+}
+
+void softmax_row(const float* x, float* y, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += (y[i] = std::exp(x[i] - m));
+  const float inv = float(1.0 / s);
+  for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+
+}  // namespace
+
+const SimdKernels kKernels{"generic", gemv, gemv_t, softmax_row};
+}  // namespace generic
+
+const SimdKernels& simd() {
+  static const SimdKernels* k = [] {
+    __builtin_cpu_init();
+    bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+    return avx512 ? &avx512::kKernels : &generic::kKernels;
+  }();
+  return *k;
+}
+
+}  // namespace hf2pte::kernels

@@ -1,0 +1,50 @@
+// Optimized kernels outside matmul (one .cpp each), registered by
+// register_optimized_kernels over the portable ones.
+#pragma once
+
+#include <span>
+
+#include "core/status.h"
+#include "runtime/evalue.h"
+#include "runtime/kernel.h"
+
+namespace hf2pte::kernels {
+
+/// aten::_softmax.out, last-dim contiguous float32 (else portable).
+Status softmax_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+
+}  // namespace hf2pte::kernels
+
+namespace hf2pte::kernels {
+
+/// aten::permute_copy.out for 4-byte dtypes: last dim kept, or the last two
+/// swapped (else portable).
+Status permute_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+
+}  // namespace hf2pte::kernels
+
+namespace hf2pte::kernels {
+
+/// aten::mm.out / bmm.out / addmm.out: contiguous float32 through OpenBLAS
+/// sgemm, M = 1 through the SIMD GEMV (blas_matmul.cpp).
+Status mm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+Status bmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+Status addmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+
+}  // namespace hf2pte::kernels
+
+namespace hf2pte::kernels {
+
+/// aten::where.self_out: bool condition matching self's trailing dims, float
+/// self, one-element other (the attention mask) (else portable).
+Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+
+}  // namespace hf2pte::kernels
+
+namespace hf2pte::kernels {
+
+/// aten::index_put_ with one 1-D i64 index tensor (the KV-cache write): row
+/// memcpys (else portable).
+Status index_put_(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+
+}  // namespace hf2pte::kernels

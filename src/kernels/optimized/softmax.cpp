@@ -1,0 +1,39 @@
+// _softmax over the last, contiguous dim (attention rows) through the SIMD
+// table, rows split across the pool; anything else (other dims, strided
+// tensors, non-float) goes to the portable kernel, which owns the errors.
+#include "kernels/optimized/optimized_ops.h"
+
+#include "kernels/optimized/simd_kernels.h"
+#include "kernels/optimized/thread_pool.h"
+#include "kernels/portable/kernels.h"
+
+namespace hf2pte::kernels {
+
+// [self, dim, half_to_float, out, ret]
+Status softmax_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  if (args.size() != 5 || !args[0]->is_tensor() || !args[3]->is_tensor() || !args[1]->is_int() ||
+      !args[2]->is_bool() || args[2]->i != 0) {
+    return kernels::SoftmaxOut(ctx, args);
+  }
+  const rt::Tensor& self = *args[0]->tensor;
+  rt::Tensor& out = *args[3]->tensor;
+  const int rank = self.dim();
+  int64_t dim = args[1]->i;
+  if (dim < 0) dim += rank;
+  if (rank == 0 || dim != rank - 1 || self.dtype() != ScalarType::kFloat || out.dtype() != ScalarType::kFloat ||
+      !self.is_contiguous() || self.raw_data() == nullptr || self.size(rank - 1) == 0) {
+    return kernels::SoftmaxOut(ctx, args);
+  }
+  if (!out.resize(self.sizes()) || !out.is_contiguous()) return kernels::SoftmaxOut(ctx, args);
+  const int64_t n = self.size(rank - 1), rows = self.numel() / n;
+  const float* x = self.data<float>();
+  float* y = out.data<float>();
+  const SimdKernels& k = simd();
+  parallel_for(rows, rows * n >= 16384 ? 1 : rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) k.softmax_row(x + r * n, y + r * n, n);
+  });
+  if (args[4] != args[3]) *args[4] = *args[3];
+  return Status::ok();
+}
+
+}  // namespace hf2pte::kernels

@@ -1,0 +1,171 @@
+// `--backend xnnpack` end to end: the Llama-family fixtures exported with
+// XNNPACK delegates (FullyConnected for every linear layer plus the
+// elementwise/data-movement ops around them), run through our runtime with the
+// XnnpackBackend registered: logits within 1e-4 of the fixture references,
+// greedy ids exact through the KV cache, and file-level facts (delegates,
+// named weights keyed by SHA-256, FullyConnected count = linear layers).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/xnnpack/sha256.h"
+#include "backends/xnnpack/xnnpack_backend.h"
+#include "export/exporter.h"
+#include "kernels/portable/kernels.h"
+#include "llm/generator.h"
+#include "pte/pte_file.h"
+#include "runtime/program.h"
+#include "test_util.h"
+
+namespace hf2pte {
+namespace {
+
+namespace fb = executorch_flatbuffer;
+constexpr double kLogitsAtol = 1e-4;
+
+std::string export_xnnpack(const std::string& dir, const std::string& name) {
+  exp::ExportRequest req;
+  req.model_dir = dir;
+  req.output_path = test::temp_dir(name + "-xnnpack") + "/model.pte";
+  req.config.backend = exp::Backend::kXnnpack;
+  auto s = exp::export_model(req);
+  EXPECT_TRUE(s.is_ok()) << s.status().message();
+  return req.output_path;
+}
+
+std::string diff_text(double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", d);
+  return buf;
+}
+
+/// Linear layers of a Llama-family decoder: q, k, v, o, gate, up, down per layer, + lm_head.
+int64_t linear_layers(const std::string& dir) {
+  std::ifstream in(dir + "/config.json");
+  auto c = nlohmann::json::parse(in);
+  return c["num_hidden_layers"].get<int64_t>() * 7 + 1;
+}
+
+class XnnpackExport : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ASSERT_TRUE(xnn::register_xnnpack_backend().is_ok()); }
+};
+class XnnpackExportFacts : public XnnpackExport {};
+
+TEST_P(XnnpackExportFacts, DelegatesHoldEveryLinearLayer) {
+  const std::string dir = test::repo_path("tests/data/fixtures/" + GetParam());
+  auto path = export_xnnpack(dir, GetParam());
+  auto file = pte::PteFile::open(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  const fb::Program& p = (*file)->program();
+  const fb::ExecutionPlan* forward = nullptr;
+  for (const auto* ep : *p.execution_plan()) if (ep->name()->str() == "forward") forward = ep;
+  ASSERT_NE(forward, nullptr);
+  ASSERT_NE(forward->delegates(), nullptr);
+  ASSERT_GT(forward->delegates()->size(), 0u);
+  std::map<std::string, size_t> counts;
+  for (const auto* d : *forward->delegates()) {
+    EXPECT_EQ(d->id()->str(), "XnnpackBackend");
+    EXPECT_EQ(d->processed()->location(), fb::DataLocation::SEGMENT);
+    EXPECT_TRUE(d->compile_specs() == nullptr || d->compile_specs()->size() == 0);
+    auto payload = (*file)->delegate_data(*d->processed());
+    ASSERT_TRUE(payload.is_ok()) << payload.status().message();
+    auto c = xnn::xnnpack_node_counts(*payload, file->get());
+    ASSERT_TRUE(c.is_ok()) << c.status().message();
+    for (const auto& [k, n] : *c) counts[k] += n;
+  }
+  EXPECT_EQ(int64_t(counts["XNNFullyConnected"]), linear_layers(dir)) << GetParam();
+  // No mm/addmm KernelCall is left: every linear layer went to XNNPACK.
+  for (const auto* op : *forward->operators()) {
+    EXPECT_NE(op->name()->str(), "aten::mm") << GetParam();
+    EXPECT_NE(op->name()->str(), "aten::addmm") << GetParam();
+  }
+  // Weights are named data keyed by the SHA-256 of their bytes.
+  ASSERT_NE(p.named_data(), nullptr);
+  int weights = 0;
+  for (const auto* nd : *p.named_data()) {
+    if (nd->key()->str().rfind("tokenizer/", 0) == 0) continue;
+    auto bytes = (*file)->named_data(nd->key()->str());
+    ASSERT_TRUE(bytes.is_ok());
+    EXPECT_EQ(xnn::sha256_hex(bytes->data(), bytes->size()), nd->key()->str());
+    ++weights;
+  }
+  EXPECT_GT(weights, 0);
+  for (const auto& [k, n] : counts) RecordProperty(k, std::to_string(n));
+}
+
+TEST_P(XnnpackExport, FullSequenceLogitsMatchReference) {
+  const std::string dir = test::repo_path("tests/data/fixtures/" + GetParam());
+  auto program = rt::Program::load(export_xnnpack(dir, GetParam()));
+  ASSERT_TRUE(program.is_ok()) << program.status().message();
+  auto method = (*program)->load_method("forward", portable_registry());
+  ASSERT_TRUE(method.is_ok()) << method.status().message();
+  auto ids = test::as_longs(test::load_npy(dir + "/input_ids.npy"));
+  auto ref = test::load_npy(dir + "/logits.npy");
+  int64_t T = int64_t(ids.size());
+  std::vector<int64_t> pos(ids.size());
+  for (int64_t i = 0; i < T; ++i) pos[size_t(i)] = i;
+  ASSERT_TRUE((*method)->set_input(0, HostTensor::from(ScalarType::kLong, {1, T}, ids)).is_ok());
+  ASSERT_TRUE((*method)->set_input(1, HostTensor::from(ScalarType::kLong, {T}, pos)).is_ok());
+  auto st = (*method)->execute();
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  auto out = (*method)->output_tensor(0);
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  EXPECT_EQ(out->sizes, (std::vector<int64_t>{1, T, ref.sizes[1]}));
+  double diff = test::max_abs_diff(test::as_floats(*out), test::as_floats(ref));
+  EXPECT_LE(diff, kLogitsAtol) << GetParam();
+  RecordProperty("max_abs_logit_diff", diff_text(diff));
+}
+
+TEST_P(XnnpackExport, KvCacheDecodeReproducesGreedy) {
+  const std::string dir = test::repo_path("tests/data/fixtures/" + GetParam());
+  auto program = rt::Program::load(export_xnnpack(dir, GetParam()));
+  ASSERT_TRUE(program.is_ok()) << program.status().message();
+  auto gen = llm::TextGenerator::create(*program, portable_registry());
+  ASSERT_TRUE(gen.is_ok()) << gen.status().message();
+  auto ids = test::as_longs(test::load_npy(dir + "/input_ids.npy"));
+  auto greedy = test::as_longs(test::load_npy(dir + "/greedy.npy"));
+  auto step_ref = test::as_floats(test::load_npy(dir + "/greedy_step_logits.npy"));
+  const int64_t V = (*gen)->vocab_size();
+  ASSERT_EQ(step_ref.size(), greedy.size() * size_t(V));
+  std::vector<int64_t> produced;
+  double worst = 0;
+  auto logits = (*gen)->forward(ids, 0);
+  ASSERT_TRUE(logits.is_ok()) << logits.status().message();
+  std::vector<float> last(logits->end() - V, logits->end());
+  for (size_t k = 0; k < greedy.size(); ++k) {
+    std::vector<float> ref_row(step_ref.begin() + int64_t(k) * V, step_ref.begin() + int64_t(k + 1) * V);
+    worst = std::max(worst, test::max_abs_diff(last, ref_row));
+    int64_t next = int64_t(std::max_element(last.begin(), last.end()) - last.begin());
+    produced.push_back(next);
+    if (k + 1 == greedy.size()) break;
+    auto step = (*gen)->forward({next}, int64_t(ids.size() + k));
+    ASSERT_TRUE(step.is_ok()) << step.status().message();
+    last = *step;
+  }
+  EXPECT_EQ(produced, greedy) << GetParam();
+  EXPECT_LE(worst, kLogitsAtol) << GetParam();
+  RecordProperty("max_abs_step_logit_diff", diff_text(worst));
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (auto& c : n) if (c == '-') c = '_';
+  return n;
+}
+
+// File-level facts on the Llama-family cases (7 linear layers per layer + lm_head).
+INSTANTIATE_TEST_SUITE_P(Llama, XnnpackExportFacts, ::testing::Values("llama-mha", "llama-gqa", "qwen2", "phi3"), case_name);
+// Accuracy on every fixture of tests/e2e_fixtures_test.cpp.
+INSTANTIATE_TEST_SUITE_P(Fixtures, XnnpackExport,
+                         ::testing::Values("llama-mha", "llama-gqa", "llama-gqa-tied-bf16", "mistral", "qwen2", "phi3",
+                                           "llama3-rope", "qwen3", "gemma", "olmo2", "gemma2", "gemma3", "phi",
+                                           "gpt_neox", "mixtral", "qwen3_moe", "gpt2", "gpt2-hubstyle"),
+                         case_name);
+
+}  // namespace
+}  // namespace hf2pte
