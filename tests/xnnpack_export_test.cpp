@@ -19,6 +19,7 @@
 #include "llm/generator.h"
 #include "pte/pte_file.h"
 #include "runtime/program.h"
+#include "decode_check.h"
 #include "test_util.h"
 
 namespace hf2pte {
@@ -123,32 +124,7 @@ TEST_P(XnnpackExport, FullSequenceLogitsMatchReference) {
 
 TEST_P(XnnpackExport, KvCacheDecodeReproducesGreedy) {
   const std::string dir = test::repo_path("tests/data/fixtures/" + GetParam());
-  auto program = rt::Program::load(export_xnnpack(dir, GetParam()));
-  ASSERT_TRUE(program.is_ok()) << program.status().message();
-  auto gen = llm::TextGenerator::create(*program, portable_registry());
-  ASSERT_TRUE(gen.is_ok()) << gen.status().message();
-  auto ids = test::as_longs(test::load_npy(dir + "/input_ids.npy"));
-  auto greedy = test::as_longs(test::load_npy(dir + "/greedy.npy"));
-  auto step_ref = test::as_floats(test::load_npy(dir + "/greedy_step_logits.npy"));
-  const int64_t V = (*gen)->vocab_size();
-  ASSERT_EQ(step_ref.size(), greedy.size() * size_t(V));
-  std::vector<int64_t> produced;
-  double worst = 0;
-  auto logits = (*gen)->forward(ids, 0);
-  ASSERT_TRUE(logits.is_ok()) << logits.status().message();
-  std::vector<float> last(logits->end() - V, logits->end());
-  for (size_t k = 0; k < greedy.size(); ++k) {
-    std::vector<float> ref_row(step_ref.begin() + int64_t(k) * V, step_ref.begin() + int64_t(k + 1) * V);
-    worst = std::max(worst, test::max_abs_diff(last, ref_row));
-    int64_t next = int64_t(std::max_element(last.begin(), last.end()) - last.begin());
-    produced.push_back(next);
-    if (k + 1 == greedy.size()) break;
-    auto step = (*gen)->forward({next}, int64_t(ids.size() + k));
-    ASSERT_TRUE(step.is_ok()) << step.status().message();
-    last = *step;
-  }
-  EXPECT_EQ(produced, greedy) << GetParam();
-  EXPECT_LE(worst, kLogitsAtol) << GetParam();
+  double worst = test::expect_decode_reproduces_greedy(dir, export_xnnpack(dir, GetParam()), portable_registry(), kLogitsAtol);
   RecordProperty("max_abs_step_logit_diff", diff_text(worst));
 }
 

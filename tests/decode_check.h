@@ -1,0 +1,18 @@
+// The KV-cache decode check shared by the end-to-end suites: prefill the
+// fixture's input_ids, then one token per call at the next cache_position;
+// every step's logits must be within `atol` of greedy_step_logits.npy and the
+// argmax ids must equal greedy.npy exactly.
+#pragma once
+
+#include <string>
+
+#include "runtime/program.h"
+
+namespace hf2pte::test {
+
+/// Checks `pte_path` (exported from fixture folder `fixture_dir`) with gtest
+/// expectations; returns the worst step-logit difference (for RecordProperty).
+double expect_decode_reproduces_greedy(const std::string& fixture_dir, const std::string& pte_path,
+                                       const rt::KernelRegistry& kernels, double atol);
+
+}  // namespace hf2pte::test
