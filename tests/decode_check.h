@@ -10,6 +10,11 @@
 
 namespace hf2pte::test {
 
+/// Runs `forward` of `pte_path` on the fixture's input_ids at positions 0..T-1
+/// and expects logits [1, T, V] within `atol` of logits.npy; returns max |diff|.
+double expect_full_sequence_logits(const std::string& fixture_dir, const std::string& pte_path,
+                                   const rt::KernelRegistry& kernels, double atol);
+
 /// Checks `pte_path` (exported from fixture folder `fixture_dir`) with gtest
 /// expectations; returns the worst step-logit difference (for RecordProperty).
 double expect_decode_reproduces_greedy(const std::string& fixture_dir, const std::string& pte_path,

@@ -44,26 +44,7 @@ class LlamaFamilyFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LlamaFamilyFixture, FullSequenceLogitsMatchReference) {
   const std::string dir = test::repo_path("tests/data/fixtures/" + GetParam());
-  auto pte_path = export_fixture(dir, GetParam());
-  auto program = rt::Program::load(pte_path);
-  ASSERT_TRUE(program.is_ok()) << program.status().message();
-  auto method = (*program)->load_method("forward", portable_registry());
-  ASSERT_TRUE(method.is_ok()) << method.status().message();
-
-  auto ids = test::as_longs(test::load_npy(dir + "/input_ids.npy"));
-  auto ref = test::load_npy(dir + "/logits.npy");
-  int64_t T = int64_t(ids.size());
-  std::vector<int64_t> pos(ids.size());
-  for (int64_t i = 0; i < T; ++i) pos[size_t(i)] = i;
-  ASSERT_TRUE((*method)->set_input(0, HostTensor::from(ScalarType::kLong, {1, T}, ids)).is_ok());
-  ASSERT_TRUE((*method)->set_input(1, HostTensor::from(ScalarType::kLong, {T}, pos)).is_ok());
-  auto st = (*method)->execute();
-  ASSERT_TRUE(st.is_ok()) << st.message();
-  auto out = (*method)->output_tensor(0);
-  ASSERT_TRUE(out.is_ok()) << out.status().message();
-  EXPECT_EQ(out->sizes, (std::vector<int64_t>{1, T, ref.sizes[1]}));
-  double diff = test::max_abs_diff(test::as_floats(*out), test::as_floats(ref));
-  EXPECT_LE(diff, kLogitsAtol) << GetParam();
+  double diff = test::expect_full_sequence_logits(dir, export_fixture(dir, GetParam()), portable_registry(), kLogitsAtol);
   RecordProperty("max_abs_logit_diff", diff_text(diff));
 }
 
