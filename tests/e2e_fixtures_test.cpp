@@ -15,6 +15,8 @@
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"
 #include "llm/generator.h"
+#include "pte/inspect.h"
+#include "pte/pte_file.h"
 #include "runtime/program.h"
 #include "decode_check.h"
 #include "test_util.h"
@@ -106,7 +108,7 @@ TEST(ArchitectureConfig, UnsupportedFieldsAreNamedErrors) {
   };
   const Case cases[] = {
       {"llama3-rope", "yarn", [](auto& c) { c["rope_scaling"]["rope_type"] = "yarn"; }, "'yarn'"},
-      {"qwen3_moe", "no-norm-topk", [](auto& c) { c["norm_topk_prob"] = false; }, "norm_topk_prob"},
+      {"llama3-rope", "dynamic-extra-field", [](auto& c) { c["rope_scaling"]["rope_type"] = "dynamic"; }, "does not support field"},
       {"qwen3_moe", "dense-layers", [](auto& c) { c["mlp_only_layers"] = {0}; }, "mlp_only_layers"},
       {"phi", "qk-layernorm", [](auto& c) { c["qk_layernorm"] = true; }, "qk_layernorm"},
       {"gpt_neox", "sequential", [](auto& c) { c["use_parallel_residual"] = false; }, "use_parallel_residual"},
@@ -168,6 +170,72 @@ TEST(Stories260K, GreedyContinuationMatchesReference) {
   auto ids = (*gen)->generate(prompt, cfg, nullptr, nullptr);
   ASSERT_TRUE(ids.is_ok()) << ids.status().message();
   EXPECT_EQ(*ids, expected);
+}
+
+// alloc_graph_input=false / alloc_graph_output=false (issue 3, item 8): inputs
+// and outputs are left out of the memory plan, `inspect` says so, and the
+// program still reproduces the reference, both with Method-owned output memory
+// and with a caller buffer the kernels write into directly.
+TEST(MemoryPlan, UnplannedInputsAndOutputsStillMatchReference) {
+  const auto dir = test::repo_path("tests/data/fixtures/llama-gqa");
+  exp::ExportRequest req;
+  req.model_dir = dir;
+  req.output_path = test::temp_dir("unplanned") + "/model.pte";
+  req.config.alloc_graph_input = false;
+  req.config.alloc_graph_output = false;
+  auto s = exp::export_model(req);
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+
+  auto file = pte::PteFile::open(req.output_path);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  const auto j = pte::inspect_json(**file);
+  int checked = 0;
+  for (const auto& m : j["methods"]) {
+    if (m["name"] != "forward") continue;
+    for (const char* side : {"inputs", "outputs"}) {
+      for (const auto& v : m[side]) {
+        EXPECT_EQ(v["data"], "none") << side << " " << v.dump();
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 3);  // tokens, cache_position -> logits
+
+  test::expect_full_sequence_logits(dir, req.output_path, portable_registry(), kLogitsAtol);
+  test::expect_decode_reproduces_greedy(dir, req.output_path, portable_registry(), kLogitsAtol);
+
+  // A caller-owned logits buffer: the result lands in it without a copy.
+  auto program = rt::Program::load(req.output_path);
+  ASSERT_TRUE(program.is_ok());
+  auto method = (*program)->load_method("forward", portable_registry());
+  ASSERT_TRUE(method.is_ok()) << method.status().message();
+  rt::Method& m = **method;
+  ASSERT_FALSE(m.output_planned(0));
+  const auto meta = m.output_meta(0);
+  size_t bound_elems = 1;
+  for (int64_t d : meta.sizes) bound_elems *= size_t(d);
+  std::vector<float> logits_buffer(bound_elems, std::nanf(""));
+  EXPECT_FALSE(m.set_output_buffer(0, logits_buffer.data(), 4).is_ok());  // too small for the bound
+  ASSERT_TRUE(m.set_output_buffer(0, logits_buffer.data(), logits_buffer.size() * sizeof(float)).is_ok());
+  const HostTensor ids = test::load_npy(dir + "/input_ids.npy");
+  const int64_t T = ids.sizes.back();
+  HostTensor tokens = ids;
+  tokens.sizes = {1, T};
+  HostTensor pos;
+  pos.dtype = ScalarType::kLong;
+  pos.sizes = {T};
+  pos.bytes.resize(size_t(T) * sizeof(int64_t));
+  for (int64_t t = 0; t < T; ++t) std::memcpy(pos.bytes.data() + t * 8, &t, 8);
+  ASSERT_TRUE(m.set_input(0, tokens).is_ok());
+  ASSERT_TRUE(m.set_input(1, pos).is_ok());
+  ASSERT_TRUE(m.execute().is_ok());
+  const HostTensor ref = test::load_npy(dir + "/logits.npy");
+  const auto* want = reinterpret_cast<const float*>(ref.bytes.data());
+  double worst = 0;
+  for (size_t i = 0; i < ref.bytes.size() / sizeof(float); ++i) {
+    worst = std::max(worst, double(std::fabs(logits_buffer[i] - want[i])));
+  }
+  EXPECT_LE(worst, kLogitsAtol);
 }
 
 }  // namespace

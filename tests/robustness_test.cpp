@@ -6,7 +6,10 @@
 // upstream file, the way src/runtime/test/hostile_test.cpp does it.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -18,9 +21,11 @@
 #include <set>
 #include <sstream>
 
+#include "kernels/portable/kernels.h"
 #include "pte/pte_file.h"
 #include "pte/pte_writer.h"
 #include "pte/program_generated.h"
+#include "runtime/program.h"
 #include "test_util.h"
 
 namespace hf2pte {
@@ -95,14 +100,15 @@ enum class Expect {
 };
 
 /// `inspect` and `run` (no inputs: the method is loaded, then refused) on `bytes`.
+/// `needle`, when given, must appear in every error printed.
 void expect_pte_refused(const std::vector<uint8_t>& bytes, const std::string& dir, const std::string& what,
-                        Expect expect) {
+                        Expect expect, const std::string& needle = "") {
   SCOPED_TRACE(what);
   write_bytes(dir + "/bad.pte", bytes);
   auto ins = run_cli("inspect " + dir + "/bad.pte", dir);
-  if (!(expect != Expect::kRefused && ins.exit_code == 0)) expect_error(ins);
+  if (!(expect != Expect::kRefused && ins.exit_code == 0)) expect_error(ins, needle);
   auto run = run_cli("run " + dir + "/bad.pte --output-dir " + dir + "/out", dir);
-  if (!(expect == Expect::kMaybeBenign && run.exit_code == 0)) expect_error(run);
+  if (!(expect == Expect::kMaybeBenign && run.exit_code == 0)) expect_error(run, needle);
   expect_only(dir, {"bad.pte"});
 }
 
@@ -134,7 +140,7 @@ TEST(RobustnessPte, TruncatedAtEveryStructuralBoundary) {
     for (uint64_t cut : cuts) {
       if (cut >= bytes.size()) continue;
       expect_pte_refused({bytes.begin(), bytes.begin() + ptrdiff_t(cut)}, dir, name + " cut at " + std::to_string(cut),
-                         Expect::kRefused);
+                         Expect::kRefused, "bad.pte");
       ++cases;
     }
   }
@@ -165,7 +171,7 @@ TEST(RobustnessPte, WrongIdentifierAndHeaderSizes) {
   expect_error(run_cli("inspect " + dir + "/bad.pte", dir), "expected file identifier ET12, got 'ET11'");
   b = good;
   std::memcpy(b.data() + 4, "XH00", 4);
-  expect_pte_refused(b, dir, "identifier XH00", Expect::kRefused);
+  expect_pte_refused(b, dir, "identifier XH00", Expect::kRefused, "expected file identifier ET12, got 'XH00'");
   b = good;
   std::memcpy(b.data() + 8, "eh01", 4);  // no eh00: segments cannot be found
   expect_pte_refused(b, dir, "eh01", Expect::kRunRefused);
@@ -173,7 +179,8 @@ TEST(RobustnessPte, WrongIdentifierAndHeaderSizes) {
     for (uint64_t v : {uint64_t(good.size() + 1), uint64_t(1) << 40, UINT64_MAX}) {
       b = good;
       put_u64(b, at, v);
-      expect_pte_refused(b, dir, "eh00 field at " + std::to_string(at) + " = " + std::to_string(v), Expect::kRefused);
+      expect_pte_refused(b, dir, "eh00 field at " + std::to_string(at) + " = " + std::to_string(v), Expect::kRefused,
+                         "eh00");
     }
   }
 }
@@ -320,6 +327,33 @@ TEST(RobustnessPte, TensorSizesOverflowOrExceedArena) {
                           "planned buffers need more than");
 }
 
+/// The process's virtual size (VmSize in /proc/self/status), in bytes.
+uint64_t virtual_size() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) * 1024;
+  }
+  return 0;
+}
+
+TEST(RobustnessPte, ArenaSizeIsJustifiedByItsTensors) {
+  // A file may claim a planned buffer far larger than the tensors placed in
+  // it reach. Loading must cost only what the tensors justify: the claimed
+  // 8 GiB (under the 16 GiB cap, so not refused) is never mapped.
+  auto dir = test::temp_dir("t");
+  write_bytes(dir + "/big.pte",
+              rewrite("dtypes.pte", [](efb::ProgramT& p) { forward(p).non_const_buffer_sizes.back() = int64_t(8) << 30; }));
+  auto program = rt::Program::load(dir + "/big.pte");
+  ASSERT_TRUE(program.is_ok()) << program.status().message();
+  const uint64_t before = virtual_size();
+  ASSERT_GT(before, 0u);
+  auto method = (*program)->load_method("forward", portable_registry());
+  ASSERT_TRUE(method.is_ok()) << method.status().message();
+  const uint64_t after = virtual_size();
+  EXPECT_LT(after, before + (uint64_t(64) << 20)) << "loading mapped " << (after - before) << " bytes";
+}
+
 /// A one-element .npy file (`descr` '<f4' or '<i8') holding `value`.
 void write_npy(const std::string& path, const std::string& descr, double value) {
   std::string hdr = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (1,), }";
@@ -390,15 +424,15 @@ TEST(RobustnessXnnpack, BadPayloads) {
   auto dir = test::temp_dir("t");
   // Header magic, header ranges, then random damage inside the XNNGraph and constants.
   expect_pte_refused(with_payload_edit("add.pte", [](auto& p) { std::memcpy(p.data() + 4, "XH99", 4); }), dir,
-                     "XH99", Expect::kRunRefused);
+                     "XH99", Expect::kRefused, "delegate 0");
   expect_pte_refused(with_payload_edit("add.pte", [](auto& p) { std::memset(p.data() + 8, 0xff, 4); }), dir,
-                     "flatbuffer offset", Expect::kRunRefused);
+                     "flatbuffer offset", Expect::kRefused, "delegate 0");
   expect_pte_refused(with_payload_edit("add.pte", [](auto& p) { std::memset(p.data() + 12, 0xff, 4); }), dir,
-                     "flatbuffer size", Expect::kRunRefused);
+                     "flatbuffer size", Expect::kRefused, "delegate 0");
   expect_pte_refused(with_payload_edit("quantized.pte", [](auto& p) { std::memset(p.data() + 16, 0x7f, 4); }), dir,
-                     "constant offset", Expect::kRunRefused);
+                     "constant offset", Expect::kRefused, "delegate 0");
   expect_pte_refused(with_payload_edit("quantized.pte", [](auto& p) { std::memset(p.data() + 20, 0x7f, 8); }), dir,
-                     "constant size", Expect::kRunRefused);
+                     "constant size", Expect::kRefused, "delegate 0");
   std::mt19937 rng(99);
   for (const auto& name : {std::string("add.pte"), std::string("quantized.pte"), std::string("dynamic.pte")}) {
     for (int i = 0; i < 10; ++i) {
@@ -577,13 +611,13 @@ TEST(RobustnessTokenizer, TokenizerJson) {
   expect_tokenizer_refused(R"({"model": {"type": "BPE", )" + vocab + R"(, "merges": ["h"]}})", "malformed merge #0");
   expect_tokenizer_refused(R"({"model": {"type": "BPE", )" + vocab + R"(, "merges": [["h", "e", "x"]]}})", "malformed merge #0");
   expect_tokenizer_refused(R"({"model": {"type": "BPE", )" + vocab + R"(, "merges": [7]}})", "malformed merge #0 7");
-  expect_tokenizer_refused(R"({"model": {"type": "BPE", )" + vocab + R"(, "merges": ["h q"]}})", "");
+  expect_tokenizer_refused(R"({"model": {"type": "BPE", )" + vocab + R"(, "merges": ["h q"]}})", "a token is not in the vocabulary");
   expect_tokenizer_refused(R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated",
       "invert": false}, "model": {"type": "BPE", )" + vocab + R"(, "merges": []}})",
-                           "");
+                           "regex '(a' does not compile");
   expect_tokenizer_refused(R"({"model": {"type": "BPE", )" + vocab, "tokenizer.json");
   expect_tokenizer_refused(R"({"model": 5})", "model");
-  expect_tokenizer_refused(R"({"model": {"type": "BPE", "vocab": {"h": -1}, "merges": []}})", "");
+  expect_tokenizer_refused(R"({"model": {"type": "BPE", "vocab": {"h": -1}, "merges": []}})", "is not a non-negative id");
   expect_tokenizer_refused("", "tokenizer.json");
 }
 
@@ -616,6 +650,72 @@ TEST(RobustnessCli, OutputDirectoryMissingOrNotADirectory) {
   expect_error(run_cli("export " + bad + " -o " + dir + "/m.pte --quiet", dir));
   EXPECT_EQ(slurp(dir + "/m.pte"), "previous");
   for (auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+TEST(RobustnessCli, InterruptedExportLeavesNoFile) {
+  // A real SIGINT at several points of a 71 MB export: the process either
+  // stops through its handler (exit 130, as a shell reports SIGINT) or, when
+  // the signal lands before the handler is installed, dies of it. Either way
+  // no output and no temporary file remain, and an existing output is kept.
+  auto dir = test::temp_dir("t");
+  const std::string model = dir + "/bench-small";
+  ASSERT_EQ(std::system((std::string(HF2PTE_MAKE_CHECKPOINT) + " bench-small " + model + " >/dev/null").c_str()), 0);
+  std::ofstream(dir + "/m.pte") << "previous";
+  int handled = 0;
+  for (int delay_ms : {0, 30, 100, 200, 400}) {
+    SCOPED_TRACE("SIGINT after " + std::to_string(delay_ms) + " ms");
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+      execl(HF2PTE_CLI, HF2PTE_CLI, "export", model.c_str(), "-o", (dir + "/m.pte").c_str(), "--quiet",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    usleep(useconds_t(delay_ms) * 1000);
+    kill(pid, SIGINT);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {  // finished before the signal
+      std::ofstream(dir + "/m.pte") << "previous";
+      continue;
+    }
+    EXPECT_TRUE((WIFEXITED(status) && WEXITSTATUS(status) == 130) || (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT))
+        << "status " << status;
+    handled += WIFEXITED(status) && WEXITSTATUS(status) == 130;
+    EXPECT_EQ(slurp(dir + "/m.pte"), "previous");
+    for (auto& e : fs::directory_iterator(dir)) {
+      const auto name = e.path().filename().string();
+      EXPECT_TRUE(name == "m.pte" || name == "bench-small") << "left behind: " << name;
+    }
+  }
+  EXPECT_GT(handled, 0) << "no SIGINT reached the export mid-way";
+}
+
+TEST(RobustnessCli, OutputDirectoryNotWritable) {
+  // Root ignores permission bits, so the unwritable directory is /sys (sysfs
+  // refuses new files even for root); as another user, a 0555 directory.
+  auto dir = test::temp_dir("t");
+  const auto model = test::repo_path("tests/data/fixtures/llama-mha");
+  std::string target;
+  if (geteuid() == 0) {
+    if (access("/sys", F_OK) != 0) GTEST_SKIP() << "no /sys and running as root: no unwritable directory to try";
+    target = "/sys";
+  } else {
+    target = dir + "/ro";
+    fs::create_directory(target);
+    fs::permissions(target, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                                fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  }
+  const std::string out = target + "/hf2pte-robustness-m.pte";
+  expect_error(run_cli("export " + model + " -o " + out + " --quiet", dir), "hf2pte-robustness-m.pte");
+  EXPECT_FALSE(fs::exists(out));
+  for (auto& e : fs::directory_iterator(target)) {
+    EXPECT_EQ(e.path().filename().string().find("hf2pte-robustness"), std::string::npos) << e.path();
+  }
+  if (geteuid() != 0) fs::permissions(target, fs::perms::owner_all);
 }
 
 }  // namespace

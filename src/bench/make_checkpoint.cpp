@@ -31,6 +31,9 @@ struct Preset {
 constexpr Preset kPresets[] = {
     {"bench-110m", 768, 12, 12, 12, 2048, 32000, true, false},
     {"bench-1b", 2048, 22, 32, 4, 5632, 32000, false, true},
+    // 71 MB: big enough that an export takes a noticeable fraction of a second
+    // (the SIGINT test in tests/robustness_test.cpp interrupts one mid-way).
+    {"bench-small", 256, 2, 4, 4, 512, 32000, false, false},
 };
 
 struct TensorSpec {
@@ -155,12 +158,12 @@ int write_checkpoint(const Preset& p, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s bench-110m|bench-1b OUT_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s bench-110m|bench-1b|bench-small OUT_DIR\n", argv[0]);
     return 2;
   }
   for (const auto& p : kPresets) {
     if (std::string(argv[1]) == p.name) return write_checkpoint(p, argv[2]);
   }
-  std::fprintf(stderr, "unknown preset %s (bench-110m, bench-1b)\n", argv[1]);
+  std::fprintf(stderr, "unknown preset %s (bench-110m, bench-1b, bench-small)\n", argv[1]);
   return 2;
 }

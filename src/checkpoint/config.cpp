@@ -18,6 +18,7 @@ enum class SlidingRule : uint8_t {
   kQwen2,      // only with use_sliding_window, and only layers >= max_window_layers
   kEvenLayers, // Gemma 2: layers 0, 2, 4, ... slide
   kPattern,    // Gemma 3: layer i is global iff (i + 1) % sliding_window_pattern == 0
+  kNoPeLayers, // SmolLM3: with use_sliding_window, the NoPE layers slide
 };
 
 // The defaults of each transformers config class for keys a config.json may
@@ -74,6 +75,23 @@ enum class SlidingRule : uint8_t {
 //   MixtralConfig: num_key_value_heads 8, max_position_embeddings 131072, rms_norm_eps 1e-5,
 //                  rope_theta 1e6, sliding_window None, num_local_experts 8,
 //                  num_experts_per_tok 2, bos 1, eos 2, tie False.
+// Families without a reference fixture (transformers main, checked for this table):
+//   GraniteConfig: as Llama (num_key_value_heads None, max_position_embeddings 2048,
+//                  rms_norm_eps 1e-6, bos 1, eos 2, tie False) plus embedding_multiplier,
+//                  logits_scaling, residual_multiplier, attention_multiplier all 1.0.
+//   SmolLM3Config: num_key_value_heads 4, max_position_embeddings 32768, rms_norm_eps 1e-6,
+//                  rope_theta 2e6, bos 128000, eos 128001, pad 128004, tie True,
+//                  no_rope_layers None (-> layer i uses RoPE iff (i + 1) % no_rope_layer_interval
+//                  != 0, interval 4), use_sliding_window False (NoPE layers slide when set).
+//   StableLmConfig: num_key_value_heads 32, max_position_embeddings 4096, layer_norm_eps 1e-5,
+//                  partial_rotary_factor 0.25, use_qkv_bias False, qk_layernorm False,
+//                  use_parallel_residual False, bos 0, eos 0, tie False.
+//   Starcoder2Config: num_key_value_heads 2, hidden_act gelu_pytorch_tanh,
+//                  max_position_embeddings 4096, norm_epsilon 1e-5, bos/eos 50256,
+//                  sliding_window None (every layer when set), use_bias True, tie True.
+//   Qwen2MoeConfig: num_key_value_heads 16, as Qwen2 otherwise; num_experts 60,
+//                  num_experts_per_tok 4, moe_intermediate_size 1408,
+//                  shared_expert_intermediate_size 5632, norm_topk_prob False.
 // Note that tie_word_embeddings defaults to False for all four: the True of
 // PretrainedConfig applies only to classes that do not pass their own value
 // (Gemma, GPT-2, BERT), which is why those omit the key when tied.
@@ -99,6 +117,12 @@ struct FamilyDefaults {
   bool norm_topk_prob = true;
   int64_t moe_intermediate_size = 0;
   bool gpt2_keys = false;  // n_embd, n_layer, ... (GPT2Config's attribute_map); n_inner None = 4 * n_embd
+  bool use_parallel_residual = false;  // the class default (Phi has no key and is always parallel)
+  bool granite_multipliers = false;    // embedding/attention/residual multipliers, logits_scaling
+  bool no_rope_layers = false;         // SmolLM3 no_rope_layers / no_rope_layer_interval (default 4)
+  std::string_view qkv_bias_key = "";  // StableLM "use_qkv_bias" (default false): q/k/v biases
+  std::string_view use_bias_key = "";  // Starcoder2 "use_bias" (default true): every linear but lm_head
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE
 };
 
 struct Defaults {
@@ -137,13 +161,23 @@ const Defaults kDefaults[] = {
      .query_pre_attn_scalar = 256.0, .rope_local_base_freq = 10000.0}},
     {"olmo2", kNone, 2048, 1e-5, kNone, 50279, 1, SlidingRule::kNever, kNone, kNone},
     {"phi", kNone, 2048, 1e-5, 1, 2, kNone, SlidingRule::kNever, kNone, kNone, {.partial_rotary_factor = 0.5,
-     .hidden_act = "gelu_new", .eps_key = "layer_norm_eps"}},
+     .hidden_act = "gelu_new", .eps_key = "layer_norm_eps", .use_parallel_residual = true}},
     {"gpt_neox", kNone, 2048, 1e-5, 0, 2, kNone, SlidingRule::kNever, kNone, kNone, {.partial_rotary_factor = 0.25,
-     .hidden_act = "gelu", .eps_key = "layer_norm_eps", .attention_bias = true}},
+     .hidden_act = "gelu", .eps_key = "layer_norm_eps", .attention_bias = true, .use_parallel_residual = true}},
     {"gpt2", kNone, 1024, 1e-5, 50256, 50256, kNone, SlidingRule::kNever, kNone, kNone, {.hidden_act = "gelu_new",
      .tie_word_embeddings = true, .eps_key = "layer_norm_epsilon", .gpt2_keys = true}},
     {"mixtral", 8, 4096 * 32, 1e-5, 1, 2, kNone, SlidingRule::kAllLayers, kNone, kNone, {.rope_theta = 1e6,
      .num_experts = 8, .num_experts_per_tok = 2}},
+    {"granite", kNone, 2048, 1e-6, 1, 2, kNone, SlidingRule::kNever, kNone, kNone, {.granite_multipliers = true}},
+    {"smollm3", 4, 32768, 1e-6, 128000, 128001, 128004, SlidingRule::kNoPeLayers, kNone, kNone, {.rope_theta = 2e6,
+     .tie_word_embeddings = true, .no_rope_layers = true}},
+    {"stablelm", 32, 4096, 1e-5, 0, 0, kNone, SlidingRule::kNever, kNone, kNone, {.partial_rotary_factor = 0.25,
+     .eps_key = "layer_norm_eps", .qkv_bias_key = "use_qkv_bias"}},
+    {"starcoder2", 2, 4096, 1e-5, 50256, 50256, kNone, SlidingRule::kAllLayers, kNone, kNone, {
+     .hidden_act = "gelu_pytorch_tanh", .tie_word_embeddings = true, .eps_key = "norm_epsilon", .use_bias_key = "use_bias"}},
+    {"qwen2_moe", 16, 32768, 1e-6, kNone, kNone, kNone, SlidingRule::kQwen2, 4096, kNone, {.num_experts = 60,
+     .num_experts_per_tok = 4, .norm_topk_prob = false, .moe_intermediate_size = 1408,
+     .shared_expert_intermediate_size = 5632}},
 };
 
 const Defaults* find_defaults(std::string_view model_type) {
@@ -302,6 +336,14 @@ Status parse_layer_types(const json& config, const Defaults& d, const std::strin
         out->layer_types[size_t(i)] = AttentionKind::kSliding;
       }
       break;
+    case SlidingRule::kNoPeLayers: {
+      HF2PTE_ASSIGN_OR_RETURN(bool use, get_bool_or(config, "use_sliding_window", false, where));
+      if (!use) out->sliding_window.reset();
+      for (int64_t i = 0; out->sliding_window && i < layers; ++i) {
+        if (!out->rope_layers.empty() && !out->rope_layers[size_t(i)]) out->layer_types[size_t(i)] = AttentionKind::kSliding;
+      }
+      break;
+    }
     case SlidingRule::kPattern: {
       HF2PTE_ASSIGN_OR_RETURN(int64_t pattern, get_int_or(config, "sliding_window_pattern",
                                                           kGemma3DefaultSlidingWindowPattern, where));
@@ -334,6 +376,45 @@ Result<std::optional<double>> optional_double(const json& config, std::string_vi
   return get_optional_double(config, key, where);
 }
 
+// Granite multipliers, SmolLM3 NoPE layers, StableLM / Starcoder2 bias switches.
+Status parse_newer_family_keys(const json& config, const Defaults& d, const std::string& where, LlamaFamilyConfig* c) {
+  if (d.family.granite_multipliers) {
+    for (auto [key, field] : {std::pair{"embedding_multiplier", &c->embedding_multiplier},
+                              std::pair{"residual_multiplier", &c->residual_multiplier},
+                              std::pair{"logits_scaling", &c->logits_scaling}}) {
+      HF2PTE_ASSIGN_OR_RETURN(*field, get_double_or(config, key, 1.0, where));
+      HF2PTE_RETURN_IF_ERROR(must_be_positive_finite(key, *field, where));
+    }
+    HF2PTE_ASSIGN_OR_RETURN(double attn, get_double_or(config, "attention_multiplier", 1.0, where));
+    HF2PTE_RETURN_IF_ERROR(must_be_positive_finite("attention_multiplier", attn, where));
+    c->attention_multiplier = attn;
+  }
+  if (d.family.no_rope_layers) {
+    const int64_t layers = c->num_hidden_layers;
+    HF2PTE_ASSIGN_OR_RETURN(auto list, get_optional_int_list(config, "no_rope_layers", where));
+    if (list) {
+      // SmolLM3: 1 = the layer uses RoPE, 0 = NoPE; at least one entry per layer.
+      HF2PTE_CHECK_OR_RETURN(int64_t(list->size()) >= layers, kInvalidInput,
+                             "{}: field 'no_rope_layers' too short; expected {} entries (num_hidden_layers), got {} "
+                             "({})",
+                             json_label(where), layers, list->size(), where);
+      for (int64_t i = 0; i < layers; ++i) c->rope_layers.push_back((*list)[size_t(i)] != 0);
+    } else {
+      HF2PTE_ASSIGN_OR_RETURN(int64_t interval, get_int_or(config, "no_rope_layer_interval", 4, where));
+      HF2PTE_RETURN_IF_ERROR(must_be_positive("no_rope_layer_interval", interval, where));
+      for (int64_t i = 0; i < layers; ++i) c->rope_layers.push_back((i + 1) % interval != 0);
+    }
+  }
+  if (!d.family.qkv_bias_key.empty()) {
+    HF2PTE_ASSIGN_OR_RETURN(c->qkv_bias, get_bool_or(config, d.family.qkv_bias_key, false, where));
+  }
+  if (!d.family.use_bias_key.empty()) {
+    HF2PTE_ASSIGN_OR_RETURN(bool bias, get_bool_or(config, d.family.use_bias_key, true, where));
+    c->attention_bias = c->mlp_bias = bias;
+  }
+  return Status::ok();
+}
+
 // The keys of the newer families: activation spelling, Gemma attention
 // scaling and soft-capping, Phi / GPT-NeoX switches, mixture of experts.
 Status parse_family_keys(const json& config, const Defaults& d, const std::string& where, LlamaFamilyConfig* c) {
@@ -356,7 +437,8 @@ Status parse_family_keys(const json& config, const Defaults& d, const std::strin
     if (v) HF2PTE_RETURN_IF_ERROR(must_be_positive_finite(key, *v, where));
   }
   HF2PTE_ASSIGN_OR_RETURN(c->qk_layernorm, get_bool_or(config, "qk_layernorm", false, where));
-  HF2PTE_ASSIGN_OR_RETURN(c->use_parallel_residual, get_bool_or(config, "use_parallel_residual", true, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->use_parallel_residual,
+                          get_bool_or(config, "use_parallel_residual", d.family.use_parallel_residual, where));
   HF2PTE_ASSIGN_OR_RETURN(c->scale_attn_weights, get_bool_or(config, "scale_attn_weights", true, where));
   HF2PTE_ASSIGN_OR_RETURN(c->scale_attn_by_inverse_layer_idx,
                           get_bool_or(config, "scale_attn_by_inverse_layer_idx", false, where));
@@ -370,6 +452,10 @@ Status parse_family_keys(const json& config, const Defaults& d, const std::strin
   HF2PTE_ASSIGN_OR_RETURN(c->decoder_sparse_step, get_int_or(config, "decoder_sparse_step", 1, where));
   HF2PTE_ASSIGN_OR_RETURN(auto dense_layers, get_optional_int_list(config, "mlp_only_layers", where));
   c->mlp_only_layers = dense_layers.value_or(std::vector<int64_t>{});
+  HF2PTE_ASSIGN_OR_RETURN(c->shared_expert_intermediate_size,
+                          get_int_or(config, "shared_expert_intermediate_size",
+                                     d.family.shared_expert_intermediate_size, where));
+  HF2PTE_RETURN_IF_ERROR(parse_newer_family_keys(config, d, where, c));
   if (c->num_experts > 0) {
     HF2PTE_CHECK_OR_RETURN(c->num_experts_per_tok > 0 && c->num_experts_per_tok <= c->num_experts, kInvalidInput,
                            "{}: field 'num_experts_per_tok' out of range; expected 1..{}, got {} ({})",
@@ -450,9 +536,10 @@ Result<LlamaFamilyConfig> parse_renamed(const json& config, const Defaults& d, c
     c.eos_token_ids = {*d.eos_token_id};
   }
 
-  if (d.original_max_position_embeddings) {
+  if (d.original_max_position_embeddings || config.contains("original_max_position_embeddings")) {
+    // HF's longrope reads the attribute from any config that has it.
     HF2PTE_ASSIGN_OR_RETURN(int64_t v, get_int_or(config, "original_max_position_embeddings",
-                                                  *d.original_max_position_embeddings, where));
+                                                  d.original_max_position_embeddings.value_or(0), where));
     HF2PTE_RETURN_IF_ERROR(must_be_positive("original_max_position_embeddings", v, where));
     c.original_max_position_embeddings = v;
   }
@@ -496,6 +583,106 @@ Result<LlamaFamilyConfig> parse_llama_family_config(const json& config, const st
 
 Result<LlamaFamilyConfig> parse_llama_family_config(const Checkpoint& checkpoint) {
   return parse_llama_family_config(checkpoint.config(), checkpoint.config_path());
+}
+
+// ---- encoders (bert, roberta, xlm-roberta, distilbert) ----------------------
+
+namespace {
+
+// Class defaults (huggingface/transformers configuration_<type>.py, v4.46.3):
+//   BertConfig:        vocab 30522, hidden 768, layers 12, heads 12, intermediate 3072,
+//                      hidden_act "gelu", max_position_embeddings 512, type_vocab_size 2,
+//                      layer_norm_eps 1e-12, pad_token_id 0, position_embedding_type "absolute".
+//   RobertaConfig:     as BertConfig but vocab 50265, pad_token_id 1 (bos 0, eos 2).
+//   XLMRobertaConfig:  as RobertaConfig but vocab 30522.
+//   DistilBertConfig:  vocab 30522, dim 768, n_layers 6, n_heads 12, hidden_dim 3072,
+//                      activation "gelu", max_position_embeddings 512, pad_token_id 0,
+//                      sinusoidal_pos_embds False; no token types; every LayerNorm eps 1e-12
+//                      (hard-coded in modeling_distilbert, not a config key).
+// tie_word_embeddings: PretrainedConfig's True for all four.
+struct EncoderDefaults {
+  std::string_view model_type;
+  int64_t vocab_size;
+  int64_t type_vocab_size;  // 0: no token type embeddings
+  std::optional<int64_t> pad_token_id;
+  bool distilbert_keys;     // dim / n_layers / n_heads / hidden_dim / activation
+};
+
+constexpr EncoderDefaults kEncoderDefaults[] = {
+    {"bert", 30522, 2, 0, false},
+    {"roberta", 50265, 2, 1, false},
+    {"xlm-roberta", 30522, 2, 1, false},
+    {"distilbert", 30522, 0, 0, true},
+};
+
+const EncoderDefaults* find_encoder_defaults(std::string_view model_type) {
+  for (const auto& d : kEncoderDefaults) {
+    if (d.model_type == model_type) return &d;
+  }
+  return nullptr;
+}
+
+Result<int64_t> positive_or(const json& config, std::string_view key, int64_t fallback, const std::string& where) {
+  HF2PTE_ASSIGN_OR_RETURN(int64_t v, get_int_or(config, key, fallback, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive(key, v, where));
+  return v;
+}
+
+}  // namespace
+
+bool is_encoder_model_type(std::string_view model_type) { return find_encoder_defaults(model_type) != nullptr; }
+
+Result<EncoderConfig> parse_encoder_config(const json& config, const std::string& where) {
+  HF2PTE_CHECK_OR_RETURN(config.is_object(), kInvalidInput, "{}: expected a JSON object, got {} ({})",
+                         json_label(where), json_type_name(config), where);
+  EncoderConfig c;
+  HF2PTE_ASSIGN_OR_RETURN(c.model_type, get_string(config, "model_type", where));
+  const EncoderDefaults* d = find_encoder_defaults(c.model_type);
+  HF2PTE_CHECK_OR_RETURN(d != nullptr, kNotSupported, "{}: model_type '{}' is not an encoder ({})", json_label(where),
+                         c.model_type, where);
+  // Keys that select math this builder does not have: refused by name.
+  HF2PTE_ASSIGN_OR_RETURN(std::string pos_type, get_string_or(config, "position_embedding_type", "absolute", where));
+  HF2PTE_CHECK_OR_RETURN(pos_type == "absolute", kNotSupported,
+                         "{}: position_embedding_type '{}' is not supported; expected \"absolute\" ({})",
+                         json_label(where), pos_type, where);
+  for (const char* key : {"is_decoder", "add_cross_attention"}) {
+    HF2PTE_ASSIGN_OR_RETURN(bool on, get_bool_or(config, key, false, where));
+    HF2PTE_CHECK_OR_RETURN(!on, kNotSupported, "{}: {} true is not supported; hf2pte exports encoders only ({})",
+                           json_label(where), key, where);
+  }
+  const bool distil = d->distilbert_keys;
+  HF2PTE_ASSIGN_OR_RETURN(c.hidden_size, positive_or(config, distil ? "dim" : "hidden_size", 768, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.num_hidden_layers, positive_or(config, distil ? "n_layers" : "num_hidden_layers", distil ? 6 : 12, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.num_attention_heads, positive_or(config, distil ? "n_heads" : "num_attention_heads", 12, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.intermediate_size, positive_or(config, distil ? "hidden_dim" : "intermediate_size", 3072, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.vocab_size, positive_or(config, "vocab_size", d->vocab_size, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.max_position_embeddings, positive_or(config, "max_position_embeddings", 512, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.hidden_act, get_string_or(config, distil ? "activation" : "hidden_act", "gelu", where));
+  HF2PTE_CHECK_OR_RETURN(c.hidden_size % c.num_attention_heads == 0, kInvalidInput,
+                         "{}: hidden size must be a multiple of the number of attention heads; expected a multiple of "
+                         "{}, got {} ({})",
+                         json_label(where), c.num_attention_heads, c.hidden_size, where);
+  if (distil) {
+    c.type_vocab_size = 0;
+    c.layer_norm_eps = 1e-12;
+  } else {
+    HF2PTE_ASSIGN_OR_RETURN(c.type_vocab_size, positive_or(config, "type_vocab_size", d->type_vocab_size, where));
+    HF2PTE_ASSIGN_OR_RETURN(c.layer_norm_eps, get_double_or(config, "layer_norm_eps", 1e-12, where));
+    HF2PTE_RETURN_IF_ERROR(must_be_positive_finite("layer_norm_eps", c.layer_norm_eps, where));
+  }
+  HF2PTE_ASSIGN_OR_RETURN(c.pad_token_id, token_id(config, "pad_token_id", d->pad_token_id, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.tie_word_embeddings, get_bool_or(config, "tie_word_embeddings", true, where));
+  if (auto a = config.find("architectures"); a != config.end() && a->is_array()) {
+    for (const auto& name : *a) {
+      if (name.is_string()) c.architectures.push_back(name.get<std::string>());
+    }
+  }
+  HF2PTE_ASSIGN_OR_RETURN(std::optional<std::string> dtype, get_optional_string(config, "torch_dtype", where));
+  if (!dtype) {
+    HF2PTE_ASSIGN_OR_RETURN(dtype, get_optional_string(config, "dtype", where));
+  }
+  c.torch_dtype = dtype.value_or("");
+  return c;
 }
 
 }  // namespace hf2pte

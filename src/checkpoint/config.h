@@ -1,6 +1,6 @@
 // Typed view of config.json for the decoder-only models hf2pte exports (the
-// Llama family plus Qwen3, Gemma 1-3, OLMo 2, Phi, GPT-NeoX, Mixtral and
-// Qwen3-MoE), with the defaults transformers applies when a key is absent. The raw JSON stays available on the Checkpoint; this struct
+// Llama family plus Qwen3, Gemma 1-3, OLMo 2, Phi, GPT-NeoX, Mixtral,
+// Qwen3-MoE, Granite, SmolLM3, StableLM, Starcoder2 and Qwen2-MoE), with the defaults transformers applies when a key is absent. The raw JSON stays available on the Checkpoint; this struct
 // holds what the shared decoder builder needs.
 #pragma once
 
@@ -59,7 +59,7 @@ struct LlamaFamilyConfig {
   /// logits = tanh(logits / cap) * cap (Gemma 2).
   std::optional<double> final_logit_softcapping;
   bool qk_layernorm = false;          ///< Phi "qk_layernorm" (not supported when true)
-  bool use_parallel_residual = true;  ///< GPT-NeoX "use_parallel_residual"
+  bool use_parallel_residual = false;  ///< "use_parallel_residual" (GPT-NeoX, StableLM); Phi: always true
   bool scale_attn_weights = true;     ///< GPT-2: scores / sqrt(head_dim) (false: unscaled, not supported)
   bool scale_attn_by_inverse_layer_idx = false;  ///< GPT-2 (not supported when true)
   /// Mixture of experts (Mixtral "num_local_experts", Qwen3-MoE "num_experts"); 0 = dense.
@@ -77,9 +77,24 @@ struct LlamaFamilyConfig {
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  ///< from an int or a list; empty when none
   std::optional<int64_t> pad_token_id;
-  /// Phi-3's "original_max_position_embeddings" (used by longrope); nullopt elsewhere.
+  /// "original_max_position_embeddings" at the top level (Phi-3 default 4096; any
+  /// type when present): longrope's pretrained context. nullopt when absent.
   std::optional<int64_t> original_max_position_embeddings;
   std::string torch_dtype;  ///< "torch_dtype" or (transformers 5.x) "dtype"; "" when absent
+  /// Granite's multipliers: embeddings times embedding_multiplier; attention and
+  /// MLP outputs times residual_multiplier before each residual add; logits
+  /// divided by logits_scaling; attention_multiplier replaces head_dim^-0.5.
+  double embedding_multiplier = 1.0;
+  double residual_multiplier = 1.0;
+  double logits_scaling = 1.0;
+  std::optional<double> attention_multiplier;
+  /// One entry per layer: false = NoPE layer without RoPE (SmolLM3
+  /// "no_rope_layers" / "no_rope_layer_interval"); empty = every layer rotates.
+  std::vector<bool> rope_layers;
+  /// Biases on q, k and v only (StableLM "use_qkv_bias"); attention_bias adds o too.
+  bool qkv_bias = false;
+  /// Qwen2-MoE: width of the shared expert gated by sigmoid(shared_expert_gate); 0 = none.
+  int64_t shared_expert_intermediate_size = 0;
   /// RoPE scaling as written ("rope_scaling", or 5.x "rope_parameters"); null
   /// when absent, null, or plain RoPE ({"rope_type": "default"} plus rope_theta
   /// / partial_rotary_factor only). Anything else is kept verbatim: the
@@ -100,10 +115,40 @@ Result<LlamaFamilyConfig> parse_llama_family_config(const nlohmann::json& config
 Result<LlamaFamilyConfig> parse_llama_family_config(const Checkpoint& checkpoint);
 
 /// True for the model_types whose defaults the table knows (llama, mistral, qwen2, phi3,
-/// qwen3, gemma, gemma2, gemma3_text, olmo2, phi, gpt_neox, mixtral, qwen3_moe).
+/// qwen3, gemma, gemma2, gemma3_text, olmo2, phi, gpt_neox, mixtral, qwen3_moe, granite,
+/// smollm3, stablelm, starcoder2, qwen2_moe).
 bool is_llama_family_model_type(std::string_view model_type);
 
 /// "full_attention" / "sliding_attention".
 std::string_view attention_kind_name(AttentionKind kind);
+
+/// Hyper-parameters of a BERT-style encoder (bert, roberta, xlm-roberta,
+/// distilbert), defaults of the transformers config class applied.
+/// DistilBERT's own spellings (dim, n_layers, n_heads, hidden_dim, activation)
+/// are read into the BERT names.
+struct EncoderConfig {
+  std::string model_type;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 0;
+  int64_t type_vocab_size = 0;   ///< 0 for distilbert (no token type embeddings)
+  double layer_norm_eps = 0;     ///< distilbert: 1e-12 (fixed in its modeling code)
+  std::string hidden_act;        ///< "hidden_act" (distilbert: "activation")
+  std::optional<int64_t> pad_token_id;
+  bool tie_word_embeddings = true;
+  std::vector<std::string> architectures;  ///< config.json "architectures" (may be empty)
+  std::string torch_dtype;
+};
+
+/// Parses an encoder config.json. Fields that change the math and are not
+/// implemented (position_embedding_type other than "absolute", is_decoder,
+/// add_cross_attention) are kNotSupported naming the field; bad values kInvalidInput.
+Result<EncoderConfig> parse_encoder_config(const nlohmann::json& config, const std::string& where);
+
+/// True for bert, roberta, xlm-roberta and distilbert.
+bool is_encoder_model_type(std::string_view model_type);
 
 }  // namespace hf2pte

@@ -23,6 +23,7 @@
 #include "export/exporter.h"
 #include "kernels/portable/kernels.h"
 #include "models/arch.h"
+#include "models/encoder.h"
 #include "pte/inspect.h"
 #include "pte/pte_file.h"
 #include "runtime/program.h"
@@ -118,9 +119,10 @@ int run_export(const ExportArgs& a) {
   if (a.given("--alloc-graph-input")) req.config.alloc_graph_input = a.alloc_input;
   if (a.given("--alloc-graph-output")) req.config.alloc_graph_output = a.alloc_output;
   if (a.given("--alloc-mutable-buffers")) req.config.alloc_mutable_buffers = a.alloc_buffers;
-  if (!req.config.alloc_graph_output || !req.config.alloc_mutable_buffers) {
-    // Our runtime (and upstream's Module) needs planned outputs and buffers for LLM programs.
-    return fail(make_error(ErrorCode::kNotSupported, "--alloc-graph-output=false and --alloc-mutable-buffers=false are not supported yet"));
+  if (!req.config.alloc_mutable_buffers) {
+    // The KV caches are mutable buffers whose state persists across calls;
+    // no API lets a caller supply them yet (docs/decisions.md).
+    return fail(make_error(ErrorCode::kNotSupported, "--alloc-mutable-buffers=false is not supported yet"));
   }
   for (const auto& d : a.dims) {
     std::string name;
@@ -253,10 +255,22 @@ int run_inspect(const std::string& path, bool json) {
     if (id != xnn::kXnnpackBackendId) return make_error(ErrorCode::kNotSupported, "unknown backend {}", id);
     return xnn::xnnpack_node_counts(payload, &file);
   };
-  if (json) {
-    std::puts(pte::inspect_json(**f, opts).dump(2).c_str());
-  } else {
-    std::fputs(pte::inspect_text(**f, opts).c_str(), stdout);
+  const auto j = pte::inspect_json(**f, opts);
+  std::fputs(json ? (j.dump(2) + "\n").c_str() : pte::inspect_text(**f, opts).c_str(), stdout);
+  // The description covers broken files too, but a delegate whose data or
+  // payload does not validate makes the file bad input: the exit says so.
+  for (const auto& m : j["methods"]) {
+    if (!m.contains("delegates")) continue;
+    for (const auto& d : m["delegates"]) {
+      // Payloads of backends we do not know are shown as opaque, not refused.
+      const bool known = d["id"] == xnn::kXnnpackBackendId;
+      for (const char* key : {"error", "nodes_error"}) {
+        if (!d.contains(key) || (!known && std::string_view(key) == "nodes_error")) continue;
+        return fail(make_error(ErrorCode::kInvalidProgram, "delegate payload is invalid: {}", d[key].get<std::string>())
+                        .with_context(fmt::format("{}, method {}, delegate {}", path, m["name"].get<std::string>(),
+                                                  d["index"].dump())));
+      }
+    }
   }
   return 0;
 }
@@ -298,7 +312,12 @@ int main(int argc, char** argv) {
       "--list-architectures",
       [] {
         for (const auto& arch : models::all_architectures()) {
-          std::printf("%-14s %s\n", std::string(arch.model_type).c_str(), std::string(arch.architecture).c_str());
+          std::printf("%-14s %-24s %s\n", std::string(arch.model_type).c_str(), std::string(arch.architecture).c_str(),
+                      std::string(models::arch_status_name(arch.status)).c_str());
+        }
+        for (const auto& enc : models::all_encoder_architectures()) {  // encoder programs (docs/llm-contract.md)
+          std::printf("%-14s %s, %s (encoder)\n", std::string(enc.model_type).c_str(), std::string(enc.mlm_class).c_str(),
+                      std::string(enc.base_class).c_str());
         }
         throw CLI::Success();
       },

@@ -12,6 +12,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "export/validate.h"
+#include "models/encoder.h"
 #include "models/model_builder.h"
 
 namespace hf2pte::exp {
@@ -72,7 +73,9 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   bo.max_seq_len = req.config.max_seq_len;
   bo.dtype = req.config.dtype;
   bo.exporter_version = fmt::format("hf2pte {}", HF2PTE_VERSION);
-  HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, models::build_model(ckpt, bo));
+  // Encoders (bert, roberta, xlm-roberta, distilbert) have their own builder and contract.
+  HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, models::is_encoder_checkpoint(ckpt) ? models::build_encoder(ckpt, bo)
+                                                                                         : models::build_model(ckpt, bo));
   for (const auto& w : built.warnings) if (req.on_warning) req.on_warning(w);
   HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(built.program, req.config));
   // Every program says how it was made.

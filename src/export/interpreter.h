@@ -1,12 +1,17 @@
 // The reference interpreter: runs a graph node by node, kernel ops through a
 // kernel registry (the portable reference kernels) and graph-only ops
-// (linear, rms_norm, silu, scaled_dot_product_attention) through the direct
-// double-accumulating implementations in interpreter.cpp. It is the
+// (linear, rms_norm, silu, scaled_dot_product_attention and the sources of the
+// decomposition rules: split, topk, pools, bucketize, cummax, views...) through
+// the direct implementations in interpreter.cpp, written from each op's
+// documented semantics. Values with a strided dim order are stored in that
+// layout; graph ops see row-major copies and run() returns row-major outputs. It is the
 // independent side of rule tests and of the validation that every export
 // runs: the unlowered graph here versus the written .pte in the runtime.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <span>
 #include <memory>
 #include <vector>
 
@@ -32,6 +37,9 @@ class GraphInterpreter {
   struct Slot;
   Result<Slot*> slot(graph::ValueId v);
   Status run_node(size_t index);
+  /// The direct implementation of a graph-only op on row-major tensors.
+  Status run_reference(const graph::Node& n, const std::function<Result<rt::Tensor*>(size_t)>& input,
+                       std::span<rt::Tensor*> outs);
 
   const graph::Graph& g_;
   const rt::KernelRegistry& kernels_;

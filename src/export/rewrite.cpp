@@ -59,10 +59,15 @@ Result<RuleCounts> rewrite_to_fixed_point(Graph& g, const std::vector<Rule>& rul
       if (!replaced) g.mutable_nodes().push_back(std::move(node));
     }
     for (auto& out : g.mutable_outputs()) out = resolve(subst, out);
-    if (fired == 0) break;
+    if (fired == 0) {
+      eliminate_dead_nodes(g);
+      return counts;
+    }
   }
-  eliminate_dead_nodes(g);
-  return counts;
+  // Still firing after max_passes: two rules undo each other (or one re-emits its own source).
+  std::string names;
+  for (const auto& [name, n] : counts) names += (names.empty() ? "" : ", ") + name;
+  return make_error(ErrorCode::kInternal, "decomposition rules did not reach a fixed point in {} passes ({})", max_passes, names);
 }
 
 int eliminate_dead_nodes(Graph& g) {

@@ -30,8 +30,9 @@ struct Rule {
 using RuleCounts = std::map<std::string, int>;
 
 /// Applies `rules` (first match wins per node) over the graph, repeating whole
-/// passes until nothing fires (at most `max_passes`). Node order is kept;
-/// replacement nodes take the place of the node they replace.
+/// passes until nothing fires. Node order is kept; replacement nodes take the
+/// place of the node they replace. Still firing after `max_passes` passes (rules
+/// that undo each other) is a kInternal error naming the rules.
 Result<RuleCounts> rewrite_to_fixed_point(Graph& g, const std::vector<Rule>& rules, int max_passes = 16);
 
 /// Removes nodes whose outputs are never used (in-place ops on buffers are kept).

@@ -2,6 +2,7 @@
 // cannot exist without one.
 #include "graph/shapes.h"
 
+#include <algorithm>
 #include <array>
 
 #include <fmt/format.h>
@@ -131,7 +132,21 @@ Outs TanhOut(const Graph& g, const Args& a) { return unary(g, a, true); }
 Outs ErfOut(const Graph& g, const Args& a) { return unary(g, a, true); }
 Outs PowTensorScalarOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 Outs CloneOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
-Outs ToDimOrderCopyOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
+// The out is laid out in the requested dim order (None: contiguous).
+Outs ToDimOrderCopyOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto outs, same_as_first(g, a));
+  if (const auto* order = a.size() > 2 ? std::get_if<IntList>(&a[2]) : nullptr) {
+    auto& t = std::get<TensorType>(outs[0]);
+    bool identity = true;
+    for (size_t i = 0; i < order->size(); ++i) {
+      if (!(*order)[i].is_constant()) return make_error(ErrorCode::kInternal, "_to_dim_order_copy: dim_order must be constant");
+      t.dim_order.push_back(uint8_t((*order)[i].constant_value()));
+      identity &= t.dim_order.back() == i;
+    }
+    if (identity) t.dim_order.clear();
+  }
+  return outs;
+}
 Outs SoftmaxOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 Outs Silu(const Graph& g, const Args& a) { return same_as_first(g, a); }
 Outs RmsNorm(const Graph& g, const Args& a) { return same_as_first(g, a); }
@@ -348,6 +363,365 @@ Outs ScaledDotProductAttention(const Graph& g, const Args& a) {
 Outs DelegateCall(const Graph&, const Args&) {
   return make_error(ErrorCode::kInternal, "delegate_call outputs are set by the partitioner, not inferred");
 }
+
+
+// ---- decomposition targets and sources (export/decompositions.cpp) ----
+
+namespace {
+
+Result<bool> bool_arg(const Args& a, size_t i, const char* name) {
+  if (i < a.size()) {
+    if (const auto* b = std::get_if<bool>(&a[i])) return *b;
+  }
+  return make_error(ErrorCode::kInternal, "argument '{}' must be a bool", name);
+}
+
+/// Sizes after reducing `dims` (None or [] = all dims), keeping 1s when keepdim.
+Result<std::vector<SymInt>> reduced_sizes(const TensorType& x, const Arg& dims_arg, bool keepdim) {
+  std::vector<bool> reduce(size_t(x.rank()), true);
+  if (const auto* dims = std::get_if<IntList>(&dims_arg); dims && !dims->empty()) {
+    reduce.assign(reduce.size(), false);
+    for (const auto& d : *dims) {
+      if (!d.is_constant()) return make_error(ErrorCode::kInternal, "reduction dims must be constant");
+      HF2PTE_ASSIGN_OR_RETURN(int nd, normalize_dim(d.constant_value(), x.rank()));
+      reduce[size_t(nd)] = true;
+    }
+  }
+  std::vector<SymInt> sizes;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (!reduce[size_t(i)]) sizes.push_back(x.sizes[size_t(i)]);
+    else if (keepdim) sizes.emplace_back(1);
+  }
+  return sizes;
+}
+
+Outs reduction(const Graph& g, const Args& a, ScalarType dtype_if_int) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(bool keepdim, bool_arg(a, 2, "keepdim"));
+  HF2PTE_ASSIGN_OR_RETURN(auto sizes, reduced_sizes(*x, a[1], keepdim));
+  ScalarType dt = is_floating(x->dtype) ? x->dtype : dtype_if_int;
+  return one(like(*x, std::move(sizes), dt));
+}
+
+/// expand's target sizes: right-aligned, -1 keeps the input size, size-1 dims broadcast.
+Result<std::vector<SymInt>> expanded_sizes(const TensorType& x, const IntList& size) {
+  if (size.size() < size_t(x.rank())) {
+    return make_error(ErrorCode::kInternal, "expand: {} has more dims than {}", shape_str(x.sizes), shape_str(size));
+  }
+  std::vector<SymInt> out(size.begin(), size.end());
+  size_t lead = size.size() - size_t(x.rank());
+  for (size_t i = 0; i < size.size(); ++i) {
+    bool keep = size[i].is_constant() && size[i].constant_value() == -1;
+    if (i < lead) {
+      if (keep) return make_error(ErrorCode::kInternal, "expand: -1 on a new leading dim");
+      continue;
+    }
+    const SymInt& in = x.sizes[i - lead];
+    if (keep) {
+      out[i] = in;
+    } else if (!(in.is_constant() && in.constant_value() == 1) && !(in == size[i])) {
+      return make_error(ErrorCode::kInternal, "expand: cannot expand {} to {}", shape_str(x.sizes), shape_str(size));
+    }
+  }
+  return out;
+}
+
+/// Pieces of a split of `total` (constant) into `sizes`.
+Outs split_outputs(const TensorType& x, int d, const std::vector<int64_t>& pieces) {
+  std::vector<OutputType> outs;
+  for (int64_t p : pieces) {
+    auto sizes = x.sizes;
+    sizes[size_t(d)] = p;
+    outs.push_back(like(x, std::move(sizes), x.dtype));
+  }
+  return outs;
+}
+
+/// Sizes of a split into chunks of `chunk` along a dim of constant size `total`.
+std::vector<int64_t> even_pieces(int64_t total, int64_t chunk) {
+  std::vector<int64_t> pieces;
+  for (int64_t at = 0; at < total; at += chunk) pieces.push_back(std::min(chunk, total - at));
+  if (pieces.empty()) pieces.push_back(0);
+  return pieces;
+}
+
+Result<int64_t> const_dim_size(const TensorType& x, int d, const char* op) {
+  const SymInt& s = x.sizes[size_t(d)];
+  if (!s.is_constant()) return make_error(ErrorCode::kNotSupported, "{} along symbolic dim {}", op, s.str());
+  return s.constant_value();
+}
+
+Result<std::vector<SymInt>> view_sizes(const TensorType& x, IntList sizes) {
+  SymInt n_in = 1, known = 1;
+  int infer = -1;
+  for (const auto& s : x.sizes) n_in = n_in * s;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i].is_constant() && sizes[i].constant_value() == -1) {
+      if (infer >= 0) return make_error(ErrorCode::kInternal, "view: only one dim can be -1");
+      infer = int(i);
+    } else {
+      known = known * sizes[i];
+    }
+  }
+  if (infer < 0) return sizes;
+  // Cancel factors so that [seq, 4, 3] -> [3, -1] gives seq*4, not (seq*12)//3:
+  // constant factors divide, symbolic ones cancel against equal input sizes.
+  int64_t c_in = 1, c_known = 1;
+  std::vector<SymInt> sym;
+  for (const auto& s : x.sizes) {
+    if (s.is_constant()) c_in *= s.constant_value();
+    else sym.push_back(s);
+  }
+  bool cancels = true;
+  for (size_t i = 0; i < sizes.size() && cancels; ++i) {
+    if (int(i) == infer) continue;
+    if (sizes[i].is_constant()) {
+      c_known *= sizes[i].constant_value();
+      continue;
+    }
+    auto it = std::find(sym.begin(), sym.end(), sizes[i]);
+    if (it == sym.end()) cancels = false;
+    else sym.erase(it);
+  }
+  if (cancels && c_known != 0 && c_in % c_known == 0) {
+    SymInt r = c_in / c_known;
+    for (const auto& s : sym) r = r * s;
+    sizes[size_t(infer)] = r;
+  } else {
+    sizes[size_t(infer)] = floordiv(n_in, known);
+  }
+  return sizes;
+}
+
+/// A permutation view keeps the bytes of `x`: out dim i is in dim p[i], so the
+/// out's dim order lists out dims in the physical order of x's dims.
+Outs permuted_view(const TensorType& x, const std::vector<int>& p) {
+  TensorType out = like(x, {}, x.dtype);
+  for (int d : p) out.sizes.push_back(x.sizes[size_t(d)]);
+  bool identity = true;
+  for (int j = 0; j < x.rank(); ++j) {
+    int phys = x.dim_order.empty() ? j : x.dim_order[size_t(j)];
+    for (int i = 0; i < x.rank(); ++i) {
+      if (p[size_t(i)] == phys) out.dim_order.push_back(uint8_t(i));
+    }
+    identity &= out.dim_order.back() == j;
+  }
+  if (identity) out.dim_order.clear();
+  return one(std::move(out));
+}
+
+}  // namespace
+
+Outs LtTensorOut(const Graph& g, const Args& a) { return binary(g, a, true, false); }
+Outs GtTensorOut(const Graph& g, const Args& a) { return binary(g, a, true, false); }
+Outs GeTensorOut(const Graph& g, const Args& a) { return binary(g, a, true, false); }
+Outs EqTensorOut(const Graph& g, const Args& a) { return binary(g, a, true, false); }
+
+Outs SumIntListOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(bool keepdim, bool_arg(a, 2, "keepdim"));
+  HF2PTE_ASSIGN_OR_RETURN(auto sizes, reduced_sizes(*x, a[1], keepdim));
+  // ATen: integral and bool inputs sum to i64 unless a dtype is given.
+  ScalarType dt = is_floating(x->dtype) ? x->dtype : ScalarType::kLong;
+  if (const auto* st = std::get_if<ScalarType>(&a[3])) dt = *st;
+  return one(like(*x, std::move(sizes), dt));
+}
+
+Outs AmaxOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  return reduction(g, a, x->dtype);
+}
+Outs AminOut(const Graph& g, const Args& a) { return AmaxOut(g, a); }
+
+Outs GatherOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto idx, tensor_arg(g, a, 2, "index"));
+  if (idx->rank() != x->rank()) return make_error(ErrorCode::kInternal, "gather: index rank {} != self rank {}", idx->rank(), x->rank());
+  return one(like(*x, idx->sizes, x->dtype));
+}
+
+Outs ExpandCopyOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto size, int_list_arg(a, 1, "size"));
+  HF2PTE_ASSIGN_OR_RETURN(auto sizes, expanded_sizes(*x, size));
+  return one(like(*x, std::move(sizes), x->dtype));
+}
+Outs Expand(const Graph& g, const Args& a) { return ExpandCopyOut(g, a); }
+
+// out[n, o, h, w] over 2-D spatial dims: (H + 2p - d(k-1) - 1) // s + 1
+Outs ConvolutionOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "input"));
+  HF2PTE_ASSIGN_OR_RETURN(auto w, tensor_arg(g, a, 1, "weight"));
+  HF2PTE_ASSIGN_OR_RETURN(auto stride, int_list_arg(a, 3, "stride"));
+  HF2PTE_ASSIGN_OR_RETURN(auto padding, int_list_arg(a, 4, "padding"));
+  HF2PTE_ASSIGN_OR_RETURN(auto dilation, int_list_arg(a, 5, "dilation"));
+  HF2PTE_ASSIGN_OR_RETURN(bool transposed, bool_arg(a, 6, "transposed"));
+  if (transposed) return make_error(ErrorCode::kNotSupported, "convolution: transposed convolution is not supported");
+  if (x->rank() != 4 || w->rank() != 4 || stride.size() != 2 || padding.size() != 2 || dilation.size() != 2) {
+    return make_error(ErrorCode::kNotSupported, "convolution: only 2-D (NCHW) convolutions are supported; input {}, weight {}",
+                      shape_str(x->sizes), shape_str(w->sizes));
+  }
+  std::vector<SymInt> sizes{x->sizes[0], w->sizes[0]};
+  for (size_t i = 0; i < 2; ++i) {
+    SymInt span = dilation[i] * (w->sizes[i + 2] - SymInt(1)) + SymInt(1);
+    sizes.push_back(floordiv(x->sizes[i + 2] + padding[i] * SymInt(2) - span, stride[i]) + SymInt(1));
+  }
+  return one(like(*x, std::move(sizes), x->dtype));
+}
+
+Outs RandOut(const Graph&, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto size, int_list_arg(a, 0, "size"));
+  TensorType t;
+  t.dtype = ScalarType::kFloat;
+  t.sizes = std::move(size);
+  return one(std::move(t));
+}
+
+Outs SplitTensor(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t chunk, const_int_arg(a, 1, "split_size"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dim, const_int_arg(a, 2, "dim"));
+  HF2PTE_ASSIGN_OR_RETURN(int d, normalize_dim(dim, x->rank()));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t total, const_dim_size(*x, d, "split"));
+  if (chunk < 1) return make_error(ErrorCode::kInternal, "split: split_size must be positive; got {}", chunk);
+  return split_outputs(*x, d, even_pieces(total, chunk));
+}
+
+Outs SplitWithSizes(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto sizes, int_list_arg(a, 1, "split_sizes"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dim, const_int_arg(a, 2, "dim"));
+  HF2PTE_ASSIGN_OR_RETURN(int d, normalize_dim(dim, x->rank()));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t total, const_dim_size(*x, d, "split_with_sizes"));
+  std::vector<int64_t> pieces;
+  int64_t sum = 0;
+  for (const auto& s : sizes) {
+    if (!s.is_constant() || s.constant_value() < 0) return make_error(ErrorCode::kNotSupported, "split_with_sizes: sizes must be constant");
+    pieces.push_back(s.constant_value());
+    sum += s.constant_value();
+  }
+  if (sum != total) return make_error(ErrorCode::kInternal, "split_with_sizes: sizes sum to {}, dim has {}", sum, total);
+  return split_outputs(*x, d, pieces);
+}
+
+Outs Chunk(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t chunks, const_int_arg(a, 1, "chunks"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dim, const_int_arg(a, 2, "dim"));
+  HF2PTE_ASSIGN_OR_RETURN(int d, normalize_dim(dim, x->rank()));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t total, const_dim_size(*x, d, "chunk"));
+  if (chunks < 1) return make_error(ErrorCode::kInternal, "chunk: chunks must be positive; got {}", chunks);
+  return split_outputs(*x, d, even_pieces(total, std::max<int64_t>((total + chunks - 1) / chunks, 1)));
+}
+
+Outs Topk(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(SymInt k, int_arg(a, 1, "k"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dim, const_int_arg(a, 2, "dim"));
+  HF2PTE_ASSIGN_OR_RETURN(int d, normalize_dim(dim, x->rank()));
+  auto sizes = x->sizes;
+  sizes[size_t(d)] = k;
+  return std::vector<OutputType>{like(*x, sizes, x->dtype), like(*x, sizes, ScalarType::kLong)};
+}
+
+Outs Detach(const Graph& g, const Args& a) { return same_as_first(g, a); }
+
+// out = (H + 2p - k) // s + 1 (ceil_mode: ceil-div, minus one if the last window starts in the right padding)
+Outs AvgPool2d(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto kernel, int_list_arg(a, 1, "kernel_size"));
+  HF2PTE_ASSIGN_OR_RETURN(auto stride, int_list_arg(a, 2, "stride"));
+  HF2PTE_ASSIGN_OR_RETURN(auto padding, int_list_arg(a, 3, "padding"));
+  HF2PTE_ASSIGN_OR_RETURN(bool ceil_mode, bool_arg(a, 4, "ceil_mode"));
+  if (x->rank() != 3 && x->rank() != 4) return make_error(ErrorCode::kInternal, "avg_pool2d: input must be 3-D or 4-D");
+  auto pick = [](const IntList& l, size_t i, SymInt dflt) { return l.empty() ? dflt : l[l.size() == 1 ? 0 : i]; };
+  auto sizes = x->sizes;
+  for (size_t i = 0; i < 2; ++i) {
+    SymInt k = pick(kernel, i, 1), s = pick(stride, i, k), p = pick(padding, i, 0);
+    SymInt in = x->sizes[size_t(x->rank() - 2) + i];
+    // The seed clamps the window to the padded input (decompositions.cpp does the same).
+    if (k.is_constant() && in.is_constant() && p.is_constant()) {
+      k = std::min(k.constant_value(), in.constant_value() + 2 * p.constant_value());
+    }
+    SymInt span = in + p * SymInt(2) - k;
+    SymInt o = (ceil_mode ? ceildiv(span, s) : floordiv(span, s)) + SymInt(1);
+    if (ceil_mode && o.is_constant() && in.is_constant() && p.is_constant() && s.is_constant() &&
+        (o.constant_value() - 1) * s.constant_value() >= in.constant_value() + p.constant_value()) {
+      o = o - SymInt(1);
+    }
+    sizes[size_t(x->rank() - 2) + i] = o;
+  }
+  return one(like(*x, std::move(sizes), x->dtype));
+}
+
+Outs AdaptiveAvgPool2d(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto out, int_list_arg(a, 1, "output_size"));
+  if (x->rank() < 3 || out.size() != 2) return make_error(ErrorCode::kInternal, "adaptive_avg_pool2d: input must be 3-D or 4-D");
+  auto sizes = x->sizes;
+  sizes[sizes.size() - 2] = out[0];
+  sizes[sizes.size() - 1] = out[1];
+  return one(like(*x, std::move(sizes), x->dtype));
+}
+
+Outs BucketizeTensor(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(bool out_int32, bool_arg(a, 2, "out_int32"));
+  return one(like(*x, x->sizes, out_int32 ? ScalarType::kInt : ScalarType::kLong));
+}
+
+Outs SearchsortedTensor(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 1, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(bool out_int32, bool_arg(a, 2, "out_int32"));
+  return one(like(*x, x->sizes, out_int32 ? ScalarType::kInt : ScalarType::kLong));
+}
+
+Outs Cummax(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dim, const_int_arg(a, 1, "dim"));
+  HF2PTE_RETURN_IF_ERROR(normalize_dim(dim, x->rank()).status());
+  return std::vector<OutputType>{like(*x, x->sizes, x->dtype), like(*x, x->sizes, ScalarType::kLong)};
+}
+Outs Cummin(const Graph& g, const Args& a) { return Cummax(g, a); }
+
+Outs Bernoulli(const Graph& g, const Args& a) { return same_as_first(g, a); }
+Outs BernoulliP(const Graph& g, const Args& a) { return same_as_first(g, a); }
+
+Outs Permute(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto dims, int_list_arg(a, 1, "dims"));
+  if (int(dims.size()) != x->rank()) return make_error(ErrorCode::kInternal, "permute: wrong number of dims");
+  std::vector<int> p;
+  std::vector<bool> seen(dims.size(), false);
+  for (const auto& d : dims) {
+    if (!d.is_constant()) return make_error(ErrorCode::kInternal, "permute: dims must be constant");
+    HF2PTE_ASSIGN_OR_RETURN(int nd, normalize_dim(d.constant_value(), x->rank()));
+    if (seen[size_t(nd)]) return make_error(ErrorCode::kInternal, "permute: repeated dim {}", nd);
+    seen[size_t(nd)] = true;
+    p.push_back(nd);
+  }
+  return permuted_view(*x, p);
+}
+
+Outs TransposeInt(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t d0, const_int_arg(a, 1, "dim0"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t d1, const_int_arg(a, 2, "dim1"));
+  HF2PTE_ASSIGN_OR_RETURN(int n0, normalize_dim(d0, x->rank()));
+  HF2PTE_ASSIGN_OR_RETURN(int n1, normalize_dim(d1, x->rank()));
+  std::vector<int> p(size_t(x->rank()));
+  for (int i = 0; i < x->rank(); ++i) p[size_t(i)] = i;
+  std::swap(p[size_t(n0)], p[size_t(n1)]);
+  return permuted_view(*x, p);
+}
+
+Outs Reshape(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto shape, int_list_arg(a, 1, "shape"));
+  HF2PTE_ASSIGN_OR_RETURN(auto sizes, view_sizes(*x, std::move(shape)));
+  return ViewCopyOut(g, {a[0], IntList(sizes)});
+}
+Outs View(const Graph& g, const Args& a) { return Reshape(g, a); }
 
 }  // namespace shapes
 

@@ -110,10 +110,36 @@ constexpr TensorNames kQwen3MoeNames = [] {
   return n;
 }();
 
+// Qwen2-MoE: Qwen3-MoE's expert names (no q/k norm) plus a shared expert behind a sigmoid gate.
+constexpr TensorNames kQwen2MoeNames = [] {
+  TensorNames n = kQwen3MoeNames;
+  n.q_norm = "", n.k_norm = "";
+  n.shared_gate = "model.layers.{}.mlp.shared_expert.gate_proj";
+  n.shared_up = "model.layers.{}.mlp.shared_expert.up_proj";
+  n.shared_down = "model.layers.{}.mlp.shared_expert.down_proj";
+  n.shared_expert_gate = "model.layers.{}.mlp.shared_expert_gate.weight";
+  return n;
+}();
+
+// Starcoder2: Llama names with a plain c_fc / c_proj MLP.
+constexpr TensorNames kStarcoder2Names = [] {
+  TensorNames n;
+  n.gate = "";
+  n.up = "model.layers.{}.mlp.c_fc";
+  n.down = "model.layers.{}.mlp.c_proj";
+  return n;
+}();
+
 constexpr BiasTraits kNoBias{};
 constexpr BiasTraits kQkvBias{.qkv = true};
 constexpr BiasTraits kPhiBias{.qkv = true, .o = true, .mlp = true, .lm_head = true};
 constexpr BiasTraits kNeoXBias{.mlp = true};  // qkv / dense biases follow attention_bias
+
+// Families checked by properties instead of a reference fixture (tests/families_test.cpp).
+constexpr ArchTraits property_tested(ArchTraits a) {
+  a.status = ArchStatus::kProperty;
+  return a;
+}
 
 constexpr ArchTraits row(std::string_view type, std::string_view cls, TensorNames names, BiasTraits bias = kNoBias,
                          NormKind norm = NormKind::kRms) {
@@ -158,11 +184,20 @@ constexpr std::array kArchitectures = {
     }(),
     row("mixtral", "MixtralForCausalLM", kMixtralNames),
     row("qwen3_moe", "Qwen3MoeForCausalLM", kQwen3MoeNames),
+    property_tested(row("granite", "GraniteForCausalLM", {})),
+    property_tested(row("smollm3", "SmolLM3ForCausalLM", {})),
+    property_tested(row("stablelm", "StableLmForCausalLM", {}, kNoBias, NormKind::kLayerNorm)),
+    property_tested(row("qwen2_moe", "Qwen2MoeForCausalLM", kQwen2MoeNames, kQkvBias)),
+    property_tested(row("starcoder2", "Starcoder2ForCausalLM", kStarcoder2Names, kNoBias, NormKind::kLayerNorm)),
 };
 
 }  // namespace
 
 std::span<const ArchTraits> all_architectures() { return kArchitectures; }
+
+std::string_view arch_status_name(ArchStatus status) {
+  return status == ArchStatus::kReference ? "verified against reference fixture" : "property-tested";
+}
 
 const ArchTraits* find_architecture(std::string_view model_type) {
   for (const auto& a : kArchitectures) {

@@ -37,6 +37,10 @@ struct TensorNames {
   std::string_view expert_gate = "";  ///< per-expert templates ("{0}" layer, "{1}" expert)
   std::string_view expert_up = "";
   std::string_view expert_down = "";
+  std::string_view shared_gate = "";  ///< shared expert added to every token (Qwen2-MoE), + ".weight"
+  std::string_view shared_up = "";
+  std::string_view shared_down = "";
+  std::string_view shared_expert_gate = "";  ///< [1, hidden]: the shared expert is scaled by sigmoid(x . w)
   std::string_view final_norm = "model.norm.weight";
   std::string_view lm_head = "lm_head";  ///< + ".weight" / ".bias"
 };
@@ -62,6 +66,15 @@ struct BiasTraits {
   bool lm_head = false;  ///< Phi
 };
 
+/// How an architecture is checked (printed by `hf2pte export --list-architectures`).
+enum class ArchStatus : uint8_t {
+  kReference,  ///< an independent reference fixture (tests/e2e_fixtures_test.cpp)
+  kProperty,   ///< no reference: properties checked against fixtures (tests/families_test.cpp)
+};
+
+/// "verified against reference fixture" / "property-tested".
+std::string_view arch_status_name(ArchStatus status);
+
 struct ArchTraits {
   std::string_view model_type;    ///< config.json "model_type"
   std::string_view architecture;  ///< the HF class exported (for metadata)
@@ -84,6 +97,7 @@ struct ArchTraits {
   std::string_view optional_prefix = "";
   /// Checkpoint tensors that are derived buffers, never weights (ignored, not an error).
   std::string_view ignored_suffixes[3] = {"rotary_emb.inv_freq", "", ""};
+  ArchStatus status = ArchStatus::kReference;
 };
 
 /// Every supported architecture, in table order.

@@ -237,6 +237,8 @@ Result<ValueId> BlockBuilder::gated_mlp(ValueId x, const GatedMlpWeights& w, std
 // Routing as HF (Mixtral; Qwen3-MoE with norm_topk_prob): softmax over all
 // experts, keep the top k, renormalise. That equals a softmax over the k
 // selected router logits, so the weights are softmax(where(selected, r, -inf)).
+// Without renormalisation (norm_topk_prob false) they are
+// where(selected, softmax(r), 0).
 // "Selected" needs no topk kernel: expert e is in the top k iff at least
 // E - k + 1 logits are <= r_e, i.e. mean_j [r_j <= r_e] >= (E - k + 0.5) / E
 // (exact: the mean is a multiple of 1/E). Ties select every tied expert.
@@ -257,9 +259,15 @@ Result<ValueId> BlockBuilder::moe(ValueId x, const MoeWeights& w, const MoeOptio
   HF2PTE_ASSIGN_OR_RETURN(ValueId frac, op(OpId::MeanOut, {le_f, IntList{-1}, false}, name + ".rank_frac"));
   ValueId thresh = scalar(ScalarType::kFloat, (double(E - o.top_k) + 0.5) / double(E), name + ".top_k_thresh");
   HF2PTE_ASSIGN_OR_RETURN(ValueId selected, op(OpId::LeTensorOut, {thresh, frac}, name + ".selected"));
-  ValueId ninf = scalar(ScalarType::kFloat, -std::numeric_limits<double>::infinity(), name + ".neg_inf");
-  HF2PTE_ASSIGN_OR_RETURN(ValueId masked, op(OpId::WhereSelfOut, {selected, r, ninf}, name + ".masked"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId weights, op(OpId::SoftmaxOut, {masked, int64_t{-1}, false}, name + ".weights"));
+  ValueId weights = -1;
+  if (o.normalize_top_k) {
+    ValueId ninf = scalar(ScalarType::kFloat, -std::numeric_limits<double>::infinity(), name + ".neg_inf");
+    HF2PTE_ASSIGN_OR_RETURN(ValueId masked, op(OpId::WhereSelfOut, {selected, r, ninf}, name + ".masked"));
+    HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::SoftmaxOut, {masked, int64_t{-1}, false}, name + ".weights"));
+  } else {
+    HF2PTE_ASSIGN_OR_RETURN(ValueId probs, op(OpId::SoftmaxOut, {r, int64_t{-1}, false}, name + ".probs"));
+    HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::WhereSelfOut, {selected, probs, zero}, name + ".weights"));
+  }
 
   std::optional<ValueId> acc;
   for (int64_t e = 0; e < E; ++e) {
@@ -270,6 +278,14 @@ Result<ValueId> BlockBuilder::moe(ValueId x, const MoeWeights& w, const MoeOptio
     if (acc) {
       HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::AddOut, {*acc, y}, p + ".sum"));
     }
+    acc = y;
+  }
+  if (w.shared) {
+    HF2PTE_ASSIGN_OR_RETURN(ValueId y, gated_mlp(x, *w.shared, o.activation, name + ".shared_expert"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId g, linear(x, LinearWeights{*w.shared_gate, std::nullopt}, name + ".shared_gate"));
+    HF2PTE_ASSIGN_OR_RETURN(g, op(OpId::SigmoidOut, {g}, name + ".shared_gate_sigmoid"));
+    HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::MulOut, {y, g}, name + ".shared_weighted"));
+    HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::AddOut, {*acc, y}, name + ".with_shared"));
     acc = y;
   }
   return *acc;

@@ -54,11 +54,17 @@ struct GatedMlpWeights {
 struct MoeWeights {
   ValueId router = -1;
   std::vector<GatedMlpWeights> experts;
+  /// Qwen2-MoE: an expert every token uses, scaled by sigmoid(x . shared_gate).
+  std::optional<GatedMlpWeights> shared;
+  std::optional<ValueId> shared_gate;  ///< [1, hidden]
 };
 
 struct MoeOptions {
   int64_t top_k = 2;
   std::string activation = "silu";
+  /// Renormalise the top-k weights to sum to 1 (Mixtral, norm_topk_prob); false
+  /// keeps the softmax over all experts (Qwen2-MoE's default).
+  bool normalize_top_k = true;
 };
 
 /// How a checkpoint stores its weights (see ArchTraits::conv1d_weights, optional_prefix).

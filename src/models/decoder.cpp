@@ -64,6 +64,16 @@ Result<MoeWeights> load_moe(BlockBuilder& b, const ArchTraits& arch, const Llama
     HF2PTE_ASSIGN_OR_RETURN(x.down, b.linear_weights(name(n.expert_down), H, I, false));
     m.experts.push_back(x);
   }
+  if (!n.shared_gate.empty()) {
+    const int64_t SI = c.shared_expert_intermediate_size;
+    GatedMlpWeights s;
+    HF2PTE_ASSIGN_OR_RETURN(s.gate, b.linear_weights(layer_name(n.shared_gate, i), SI, H, false));
+    HF2PTE_ASSIGN_OR_RETURN(s.up, b.linear_weights(layer_name(n.shared_up, i), SI, H, false));
+    HF2PTE_ASSIGN_OR_RETURN(s.down, b.linear_weights(layer_name(n.shared_down, i), H, SI, false));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId g, b.weight(layer_name(n.shared_expert_gate, i), {1, H}));
+    m.shared = s;
+    m.shared_gate = g;
+  }
   return m;
 }
 
@@ -71,7 +81,7 @@ Result<LayerWeights> load_layer(BlockBuilder& b, const ArchTraits& arch, const L
   const auto& n = arch.names;
   const int64_t H = c.hidden_size, hd = c.head_dim, qd = c.num_attention_heads * hd,
                 kvd = c.num_key_value_heads * hd, I = c.intermediate_size;
-  const bool qkv_bias = arch.bias.qkv || c.attention_bias;
+  const bool qkv_bias = arch.bias.qkv || c.attention_bias || c.qkv_bias;
   const bool o_bias = arch.bias.o || c.attention_bias;
   const bool mlp_bias = arch.bias.mlp || c.mlp_bias;
   const NormKind nk = arch.norm;
@@ -195,8 +205,8 @@ Result<ValueId> attention_block(BlockBuilder& b, const ArchTraits& arch, const L
   AttentionOptions ao;
   ao.heads = nh;
   ao.kv_heads = nkv;
-  // Gemma 2/3 scale by query_pre_attn_scalar^-0.5 instead of head_dim^-0.5.
-  ao.scale = 1.0 / std::sqrt(c.query_pre_attn_scalar.value_or(double(hd)));
+  // Gemma 2/3 scale by query_pre_attn_scalar^-0.5 instead of head_dim^-0.5; Granite by attention_multiplier.
+  ao.scale = c.attention_multiplier.value_or(1.0 / std::sqrt(c.query_pre_attn_scalar.value_or(double(hd))));
   ao.softcap = c.attn_logit_softcapping;
   HF2PTE_ASSIGN_OR_RETURN(ValueId attn, b.attention(q, k_cache, v_cache, in.mask, ao, p + ".attn.sdpa"));
   HF2PTE_ASSIGN_OR_RETURN(attn, b.op(OpId::PermuteCopyOut, {attn, heads_first}, p + ".attn.out_t"));
@@ -206,7 +216,7 @@ Result<ValueId> attention_block(BlockBuilder& b, const ArchTraits& arch, const L
 
 Result<ValueId> mlp_block(BlockBuilder& b, const LlamaFamilyConfig& c, const LayerWeights& w, ValueId h,
                           const std::string& p) {
-  if (w.moe) return b.moe(h, *w.moe, MoeOptions{c.num_experts_per_tok, c.hidden_act}, p + ".moe");
+  if (w.moe) return b.moe(h, *w.moe, MoeOptions{c.num_experts_per_tok, c.hidden_act, c.norm_topk_prob}, p + ".moe");
   if (w.mlp.gate.weight >= 0) return b.gated_mlp(h, w.mlp, c.hidden_act, p + ".mlp");
   // Plain MLP (Phi fc1/fc2, GPT-NeoX dense_h_to_4h/dense_4h_to_h): down(act(up(x))).
   HF2PTE_ASSIGN_OR_RETURN(ValueId up, b.linear(h, w.mlp.up, p + ".mlp.up_proj"));
@@ -231,6 +241,9 @@ Result<ValueId> decoder_layer(BlockBuilder& b, const ArchTraits& arch, const Lla
   if (w.post_attn_norm) {
     HF2PTE_ASSIGN_OR_RETURN(a, b.norm(a, *w.post_attn_norm, no, p + ".post_attn_norm"));
   }
+  if (c.residual_multiplier != 1.0) {  // Granite
+    HF2PTE_ASSIGN_OR_RETURN(a, b.op(OpId::MulScalarOut, {a, c.residual_multiplier}, p + ".attn_scaled"));
+  }
   ValueId mlp_in = attn_in;
   if (!arch.parallel_residual) {
     HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, a}, p + ".attn_residual"));
@@ -242,6 +255,9 @@ Result<ValueId> decoder_layer(BlockBuilder& b, const ArchTraits& arch, const Lla
   HF2PTE_ASSIGN_OR_RETURN(ValueId m, mlp_block(b, c, w, mlp_in, p));
   if (w.post_ffn_norm) {
     HF2PTE_ASSIGN_OR_RETURN(m, b.norm(m, *w.post_ffn_norm, no, p + ".post_ffn_norm"));
+  }
+  if (c.residual_multiplier != 1.0) {
+    HF2PTE_ASSIGN_OR_RETURN(m, b.op(OpId::MulScalarOut, {m, c.residual_multiplier}, p + ".mlp_scaled"));
   }
   if (arch.parallel_residual) {
     HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, a}, p + ".attn_residual"));
@@ -269,8 +285,9 @@ Status check_supported(const ArchTraits& arch, const LlamaFamilyConfig& c, int64
                          "config.json: rotary dims (head_dim * partial_rotary_factor) must be even and positive; got {}",
                          rotary);
   HF2PTE_CHECK_OR_RETURN(!c.qk_layernorm, kNotSupported, "config.json: qk_layernorm true is not supported yet");
-  HF2PTE_CHECK_OR_RETURN(!arch.parallel_residual || c.use_parallel_residual, kNotSupported,
-                         "config.json: use_parallel_residual false is not supported yet for {}", arch.model_type);
+  HF2PTE_CHECK_OR_RETURN(arch.parallel_residual == c.use_parallel_residual, kNotSupported,
+                         "config.json: use_parallel_residual {} is not supported yet for {}", c.use_parallel_residual,
+                         arch.model_type);
   HF2PTE_CHECK_OR_RETURN(!arch.qkv_per_head || c.num_key_value_heads == c.num_attention_heads, kInvalidInput,
                          "config.json: a per-head fused query_key_value needs num_key_value_heads == "
                          "num_attention_heads; expected {}, got {}",
@@ -278,8 +295,9 @@ Status check_supported(const ArchTraits& arch, const LlamaFamilyConfig& c, int64
   if (!arch.names.router.empty()) {
     HF2PTE_CHECK_OR_RETURN(c.num_experts > 0, kInvalidInput, "config.json: {} needs num_experts > 0; got {}",
                            arch.model_type, c.num_experts);
-    HF2PTE_CHECK_OR_RETURN(c.norm_topk_prob, kNotSupported,
-                           "config.json: norm_topk_prob false (un-normalised top-k routing) is not supported yet");
+    HF2PTE_CHECK_OR_RETURN(arch.names.shared_gate.empty() || c.shared_expert_intermediate_size > 0, kInvalidInput,
+                           "config.json: {} needs shared_expert_intermediate_size > 0; got {}", arch.model_type,
+                           c.shared_expert_intermediate_size);
     HF2PTE_CHECK_OR_RETURN(c.decoder_sparse_step == 1 && c.mlp_only_layers.empty(), kNotSupported,
                            "config.json: dense layers in a MoE model (decoder_sparse_step {}, mlp_only_layers of {}) "
                            "are not supported yet; expected every layer MoE",
@@ -359,6 +377,9 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
     // Gemma: x * sqrt(hidden), the factor rounded to the activation dtype first as HF does.
     HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::MulScalarOut, {x, double(float(std::sqrt(double(H))))}, "embed_scaled"));
   }
+  if (c.embedding_multiplier != 1.0) {  // Granite
+    HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::MulScalarOut, {x, c.embedding_multiplier}, "embed_multiplied"));
+  }
 
   // RoPE: every layer uses rope_theta with rope_scaling, except Gemma 3's
   // sliding layers (rope_local_base_freq, unscaled). GPT-2 adds learned positions instead.
@@ -368,12 +389,14 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
     HF2PTE_ASSIGN_OR_RETURN(ValueId pos, b.op(OpId::IndexSelectOut, {wpe, int64_t{0}, sh.cache_position}, "pos_embed"));
     HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, pos}, "embed_with_pos"));
   } else {
-    RopeSpec global{int64_t(double(hd) * c.partial_rotary_factor), c.rope_theta, c.rope_scaling, c.max_position_embeddings};
+    RopeSpec global{int64_t(double(hd) * c.partial_rotary_factor), c.rope_theta, c.rope_scaling, c.max_position_embeddings,
+                    c.original_max_position_embeddings};
     HF2PTE_ASSIGN_OR_RETURN(global_rows, rope_rows(b, global, sh, "rope"));
   }
   auto local_rows = global_rows;
   if (c.rope_local_base_freq && global_rows.first >= 0) {
-    RopeSpec local{int64_t(double(hd) * c.partial_rotary_factor), *c.rope_local_base_freq, nlohmann::json(), c.max_position_embeddings};
+    RopeSpec local{int64_t(double(hd) * c.partial_rotary_factor), *c.rope_local_base_freq, nlohmann::json(),
+                   c.max_position_embeddings, std::nullopt};
     HF2PTE_ASSIGN_OR_RETURN(local_rows, rope_rows(b, local, sh, "rope_local"));
   }
   bool any_sliding = false;
@@ -384,6 +407,7 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
     const bool sliding = c.layer_types[size_t(i)] == AttentionKind::kSliding;
     const auto& rows = sliding ? local_rows : global_rows;
     LayerInputs in{rows.first, rows.second, sliding ? *masks.sliding : masks.causal};
+    if (!c.rope_layers.empty() && !c.rope_layers[size_t(i)]) in.cos = in.sin = -1;  // NoPE layer (SmolLM3)
     HF2PTE_ASSIGN_OR_RETURN(LayerWeights w, load_layer(b, arch, c, i));
     HF2PTE_ASSIGN_OR_RETURN(x, decoder_layer(b, arch, c, w, sh, in, x, i));
   }
@@ -397,6 +421,9 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
     HF2PTE_ASSIGN_OR_RETURN(head, b.linear_weights(lm_head, V, H, arch.bias.lm_head));
   }
   HF2PTE_ASSIGN_OR_RETURN(ValueId logits, b.linear(x, head, "lm_head"));
+  if (c.logits_scaling != 1.0) {  // Granite divides the logits
+    HF2PTE_ASSIGN_OR_RETURN(logits, b.op(OpId::MulScalarOut, {logits, 1.0 / c.logits_scaling}, "logits_scaled"));
+  }
   if (c.final_logit_softcapping) {
     HF2PTE_ASSIGN_OR_RETURN(logits, b.softcap(logits, *c.final_logit_softcapping, "final_softcap"));
   }

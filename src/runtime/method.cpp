@@ -148,10 +148,45 @@ Status PlanMethod::init(const fb::ExecutionPlan& plan, const KernelRegistry& reg
       return error_in(make_error(ErrorCode::kInvalidProgram, "output {} refers to value {}; the plan has {} values",
                                  i, idx, n_values));
     }
-    outputs_.push_back(Output{size_t(idx), meta_of(size_t(idx))});
+    Output out;
+    out.value_idx = size_t(idx);
+    out.meta = meta_of(out.value_idx);
+    const EValue& v = values_[out.value_idx];
+    out.planned = !v.is_tensor() || v.tensor->raw_data() != nullptr || v.tensor->capacity_bytes() > 0 ||
+                  std::any_of(inputs_.begin(), inputs_.end(), [&](const Input& in) { return in.value_idx == out.value_idx; });
+    outputs_.push_back(std::move(out));
   }
   return Status::ok();
 }
+
+namespace {
+
+/// For each memory id, the furthest byte any planned tensor of the plan
+/// reaches (offset + nbytes). Malformed tensors are skipped here; parse_tensor
+/// reports them.
+std::vector<uint64_t> planned_reach(const fb::ExecutionPlan& plan, size_t n_ids) {
+  std::vector<uint64_t> reach(n_ids, 0);
+  for (const fb::EValue* v : *plan.values()) {
+    const fb::Tensor* t = v ? v->val_as_Tensor() : nullptr;
+    if (t == nullptr || t->allocation_info() == nullptr || t->sizes() == nullptr) continue;
+    const int code = int(t->scalar_type());
+    if (!is_known_scalar_type(code) || element_size(ScalarType(code)) == 0) continue;
+    if (t->sizes()->size() > size_t(kMaxTensorRank)) continue;
+    std::vector<int64_t> dims(t->sizes()->begin(), t->sizes()->end());
+    if (std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; })) continue;
+    const auto nbytes = checked_nbytes(dims, element_size(ScalarType(code)));
+    const uint32_t id = t->allocation_info()->memory_id();
+    if (!nbytes || id == 0 || id >= n_ids) continue;
+    const uint64_t offset =
+        (uint64_t(t->allocation_info()->memory_offset_high()) << 32) | t->allocation_info()->memory_offset_low();
+    uint64_t end = 0;
+    if (__builtin_add_overflow(offset, *nbytes, &end)) continue;
+    reach[id] = std::max(reach[id], end);
+  }
+  return reach;
+}
+
+}  // namespace
 
 Status PlanMethod::allocate_arenas(const fb::ExecutionPlan& plan) {
   const auto* sizes = plan.non_const_buffer_sizes();
@@ -171,8 +206,14 @@ Status PlanMethod::allocate_arenas(const fb::ExecutionPlan& plan) {
                                  i, n));
     }
   }
+  // Each arena is allocated only as large as the tensors placed in it reach
+  // (the furthest offset + size among them): a file claiming a huge buffer
+  // for small tensors costs nothing. Tensors are verified against the
+  // claimed size later (parse_tensor), so a clamped arena still holds them all.
+  const std::vector<uint64_t> reach = planned_reach(plan, sizes->size());
   for (uint32_t i = 1; i < sizes->size(); ++i) {
-    auto buf = AlignedBuffer::allocate(size_t(sizes->Get(i)));
+    const uint64_t justified = std::min<uint64_t>(uint64_t(sizes->Get(i)), reach[i]);
+    auto buf = AlignedBuffer::allocate(size_t(justified));
     if (!buf) return error_in(buf.status().with_context(fmt::format("planned buffer {}", i)));
     arenas_.push_back(std::move(buf).value());
   }
@@ -584,6 +625,10 @@ Status PlanMethod::set_input(size_t i, const HostTensor& h) {
                                fmt::join(h.sizes, ", "), fmt::join(meta.sizes, ", ")));
   }
 
+  if (!in.planned && planned_bytes > max_planned_bytes()) {
+    return error_in(make_error(ErrorCode::kOutOfRange, "input {} is planned for {} bytes; more than the {} bytes allowed",
+                               i, planned_bytes, max_planned_bytes()));
+  }
   if (!in.planned && in.storage.size() < planned_bytes) {
     // Unplanned input: the Method keeps its own copy (the caller's HostTensor
     // need not outlive this call). Sized for the bound so later calls reuse it.
@@ -609,11 +654,49 @@ Status PlanMethod::set_input(size_t i, const HostTensor& h) {
   return Status::ok();
 }
 
+/// Bytes of `meta`'s planned (upper-bound) shape.
+static size_t planned_nbytes(const ValueMeta& meta) {
+  return size_t(checked_nbytes(meta.sizes, element_size(meta.dtype)).value_or(0));
+}
+
+Status PlanMethod::set_output_buffer(size_t i, void* data, size_t capacity_bytes) {
+  HF2PTE_CHECK_OR_RETURN(i < outputs_.size(), kInvalidArgument, "output {} is out of range; method {} has {} outputs",
+                         i, name_, outputs_.size());
+  Output& out = outputs_[i];
+  if (out.planned) {
+    return error_in(make_error(ErrorCode::kInvalidArgument, "output {} is planned by the program; it cannot be bound", i));
+  }
+  const size_t need = planned_nbytes(out.meta);
+  if (capacity_bytes < need || (data == nullptr && need > 0)) {
+    return error_in(make_error(ErrorCode::kInvalidArgument, "output {} needs a buffer of {} bytes, got {}", i, need,
+                               data == nullptr ? 0 : capacity_bytes));
+  }
+  values_[out.value_idx].tensor->set_data(data, capacity_bytes);
+  out.storage = AlignedBuffer();
+  out.bound = true;
+  return Status::ok();
+}
+
 Status PlanMethod::execute() {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (inputs_[i].is_tensor && !inputs_[i].set) {
       return error_in(make_error(ErrorCode::kInvalidArgument, "input {} was not set before execute()", i));
     }
+  }
+  // Unplanned outputs the caller did not bind get Method-owned memory, once.
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    Output& out = outputs_[i];
+    if (out.planned || out.bound) continue;
+    const size_t need = planned_nbytes(out.meta);
+    if (need > max_planned_bytes()) {
+      return error_in(make_error(ErrorCode::kOutOfRange, "output {} needs {} bytes; more than the {} bytes allowed", i,
+                                 need, max_planned_bytes()));
+    }
+    auto buf = AlignedBuffer::allocate(need);
+    if (!buf) return error_in(buf.status().with_context(fmt::format("output {}", i)));
+    out.storage = std::move(buf).value();
+    values_[out.value_idx].tensor->set_data(out.storage.data(), out.storage.size());
+    out.bound = true;
   }
   int64_t budget = kMaxInstructions;
   for (size_t c = 0; c < chains_.size(); ++c) {

@@ -52,6 +52,8 @@ class PlanMethod final : public Method {
   ValueMeta input_meta(size_t i) const override;
   ValueMeta output_meta(size_t i) const override;
   Status set_input(size_t i, const HostTensor& t) override;
+  bool output_planned(size_t i) const override { return i < outputs_.size() && outputs_[i].planned; }
+  Status set_output_buffer(size_t i, void* data, size_t capacity_bytes) override;
   Status execute() override;
   Result<HostTensor> output_tensor(size_t i) const override;
   const EValue& output(size_t i) const override;
@@ -96,6 +98,9 @@ class PlanMethod final : public Method {
   struct Output {
     size_t value_idx = 0;
     ValueMeta meta;
+    bool planned = true;   ///< not a tensor, or its data is in an arena / the file
+    bool bound = false;    ///< unplanned: memory was bound (by the caller or execute())
+    AlignedBuffer storage; ///< unplanned and not bound by the caller: Method-owned memory
   };
 
   PlanMethod() = default;

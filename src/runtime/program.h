@@ -54,6 +54,15 @@ class Method {
   virtual ValueMeta output_meta(size_t i) const = 0;
   /// Copies `t` into input i (resizing a dynamic input within its bound; dtype must match).
   virtual Status set_input(size_t i, const HostTensor& t) = 0;
+  /// Whether output i lives in planned memory. A program exported with
+  /// alloc_graph_output=false leaves its tensor outputs unplanned: the caller
+  /// may bind its own buffer (set_output_buffer), else execute() gives the
+  /// output Method-owned memory sized for its upper bound.
+  virtual bool output_planned(size_t i) const = 0;
+  /// Binds caller memory (`capacity_bytes` >= the output's upper-bound bytes,
+  /// kept alive by the caller) to unplanned tensor output i: kernels then write
+  /// the result straight into it.
+  virtual Status set_output_buffer(size_t i, void* data, size_t capacity_bytes) = 0;
   /// Runs every chain once. Mutable buffers (KV caches) keep their contents across calls.
   virtual Status execute() = 0;
   /// Output i after execute(): a tensor (copied out) ...

@@ -1,50 +1,119 @@
-// A small Jinja interpreter: the template is cut into text and tags, the
-// tags are parsed into a tree (if/for/set/output), and expressions are parsed
-// by recursive descent and evaluated over dynamically typed values.
+// A small Jinja interpreter for chat templates. The template is cut into text
+// and tags (applying trim_blocks / lstrip_blocks and `-` / `+` whitespace
+// control, as transformers' apply_chat_template configures Jinja); tags are
+// parsed into a statement tree and expressions into an AST, then evaluated
+// over dynamically typed values. Unknown constructs fail at parse or
+// evaluation time with a kNotSupported error naming them.
 #include "llm/tokenizer/chat_template.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <memory>
-#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "llm/tokenizer/unicode.h"
 
 namespace hf2pte::llm {
 namespace {
 
+using tok::utf8_decode;
+using tok::utf8_encode;
+
+// ---------------------------------------------------------------- values
+
 struct Value;
 using List = std::vector<Value>;
-using Map = std::map<std::string, Value>;
+struct Dict {
+  std::vector<std::pair<std::string, Value>> items;  // insertion order, as Python dicts
+  bool is_namespace = false;
+  Value* find(const std::string& k);
+  void set(const std::string& k, Value v);
+};
 
 struct Value {
-  enum Kind { kUndefined, kNone, kBool, kInt, kStr, kList, kMap } kind = kUndefined;
+  enum Kind { kUndefined, kNone, kBool, kInt, kStr, kList, kDict } kind = kUndefined;
   bool b = false;
   int64_t i = 0;
   std::string s;
   std::shared_ptr<List> list;
-  std::shared_ptr<Map> map;
+  std::shared_ptr<Dict> dict;
+
+  static Value none() { Value x; x.kind = kNone; return x; }
   static Value str(std::string v) { Value x; x.kind = kStr; x.s = std::move(v); return x; }
   static Value boolean(bool v) { Value x; x.kind = kBool; x.b = v; return x; }
   static Value integer(int64_t v) { Value x; x.kind = kInt; x.i = v; return x; }
+  static Value new_list(List l = {}) { Value x; x.kind = kList; x.list = std::make_shared<List>(std::move(l)); return x; }
+  static Value new_dict() { Value x; x.kind = kDict; x.dict = std::make_shared<Dict>(); return x; }
+
   bool truthy() const {
     switch (kind) {
       case kBool: return b;
       case kInt: return i != 0;
       case kStr: return !s.empty();
       case kList: return !list->empty();
-      case kMap: return !map->empty();
+      case kDict: return !dict->items.empty();
       default: return false;
     }
   }
-  std::string to_string() const {
-    switch (kind) {
-      case kStr: return s;
-      case kInt: return std::to_string(i);
-      case kBool: return b ? "True" : "False";
-      case kNone: return "None";
-      default: return "";
-    }
-  }
 };
+
+Value* Dict::find(const std::string& k) {
+  for (auto& [key, v] : items) if (key == k) return &v;
+  return nullptr;
+}
+void Dict::set(const std::string& k, Value v) {
+  if (Value* p = find(k)) *p = std::move(v);
+  else items.emplace_back(k, std::move(v));
+}
+
+const char* kind_name(const Value& v) {
+  static const char* names[] = {"undefined", "none", "boolean", "integer", "string", "list", "mapping"};
+  return names[v.kind];
+}
+
+std::string repr(const Value& v);
+
+// Python str(): what {{ }} prints.
+std::string to_str(const Value& v) {
+  switch (v.kind) {
+    case Value::kStr: return v.s;
+    case Value::kInt: return std::to_string(v.i);
+    case Value::kBool: return v.b ? "True" : "False";
+    case Value::kNone: return "None";
+    case Value::kUndefined: return "";
+    default: return repr(v);
+  }
+}
+
+std::string repr(const Value& v) {
+  if (v.kind == Value::kStr) {
+    char q = v.s.find('\'') != std::string::npos && v.s.find('"') == std::string::npos ? '"' : '\'';
+    std::string out(1, q);
+    for (char c : v.s) {
+      if (c == q || c == '\\') out += '\\';
+      if (c == '\n') { out += "\\n"; continue; }
+      out += c;
+    }
+    return out + q;
+  }
+  if (v.kind == Value::kList) {
+    std::string out = "[";
+    for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
+    return out + "]";
+  }
+  if (v.kind == Value::kDict) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [key, x] : v.dict->items) {
+      out += (first ? "'" : ", '") + key + "': " + repr(x);
+      first = false;
+    }
+    return out + "}";
+  }
+  return to_str(v);
+}
 
 bool equal(const Value& a, const Value& b) {
   if (a.kind != b.kind) return false;
@@ -52,31 +121,119 @@ bool equal(const Value& a, const Value& b) {
     case Value::kStr: return a.s == b.s;
     case Value::kInt: return a.i == b.i;
     case Value::kBool: return a.b == b.b;
-    default: return a.kind == Value::kNone || a.kind == Value::kUndefined;
+    case Value::kList:
+      if (a.list->size() != b.list->size()) return false;
+      for (size_t k = 0; k < a.list->size(); ++k) if (!equal((*a.list)[k], (*b.list)[k])) return false;
+      return true;
+    case Value::kDict: return a.dict == b.dict;
+    default: return true;
+  }
+}
+
+Value from_json(const nlohmann::ordered_json& j) {
+  if (j.is_null()) return Value::none();
+  if (j.is_boolean()) return Value::boolean(j.get<bool>());
+  if (j.is_number_integer()) return Value::integer(j.get<int64_t>());
+  if (j.is_number()) return Value::str(j.dump());  // floats: kept as their JSON text
+  if (j.is_string()) return Value::str(j.get<std::string>());
+  if (j.is_array()) {
+    Value v = Value::new_list();
+    for (const auto& x : j) v.list->push_back(from_json(x));
+    return v;
+  }
+  Value v = Value::new_dict();
+  for (const auto& [k, x] : j.items()) v.dict->set(k, from_json(x));
+  return v;
+}
+
+// Python json.dumps(ensure_ascii=False), as transformers' tojson filter calls it.
+void to_json(const Value& v, std::optional<int> indent, int level, std::string& out) {
+  auto newline = [&](int lvl) {
+    if (indent) out += "\n" + std::string(static_cast<size_t>(*indent * lvl), ' ');
+  };
+  switch (v.kind) {
+    case Value::kStr:
+      out += '"';
+      for (unsigned char c : v.s) {
+        switch (c) {
+          case '"': out += "\\\""; break;
+          case '\\': out += "\\\\"; break;
+          case '\n': out += "\\n"; break;
+          case '\r': out += "\\r"; break;
+          case '\t': out += "\\t"; break;
+          case '\b': out += "\\b"; break;
+          case '\f': out += "\\f"; break;
+          default:
+            if (c < 0x20) out += fmt::format("\\u{:04x}", c);
+            else out += static_cast<char>(c);
+        }
+      }
+      out += '"';
+      break;
+    case Value::kInt: out += std::to_string(v.i); break;
+    case Value::kBool: out += v.b ? "true" : "false"; break;
+    case Value::kList:
+      if (v.list->empty()) { out += "[]"; break; }
+      out += '[';
+      for (size_t k = 0; k < v.list->size(); ++k) {
+        if (k) out += indent ? "," : ", ";
+        newline(level + 1);
+        to_json((*v.list)[k], indent, level + 1, out);
+      }
+      newline(level);
+      out += ']';
+      break;
+    case Value::kDict: {
+      if (v.dict->items.empty()) { out += "{}"; break; }
+      out += '{';
+      bool first = true;
+      for (const auto& [key, x] : v.dict->items) {
+        if (!first) out += indent ? "," : ", ";
+        first = false;
+        newline(level + 1);
+        to_json(Value::str(key), indent, level + 1, out);
+        out += ": ";
+        to_json(x, indent, level + 1, out);
+      }
+      newline(level);
+      out += '}';
+      break;
+    }
+    default: out += "null";
   }
 }
 
 Status unsupported(const std::string& what) {
   return make_error(ErrorCode::kNotSupported, "chat template: {} is not supported (tokenizer_config.json)", what);
 }
+Status template_error(const std::string& what) {
+  return make_error(ErrorCode::kInvalidInput, "chat template: {} (tokenizer_config.json)", what);
+}
 
-// ---- expressions ----
+// ---------------------------------------------------------------- lexer
 
-struct Tok { enum K { kName, kStr, kInt, kOp, kEnd } k; std::string v; };
+struct Tok {
+  enum K { kName, kStr, kInt, kOp, kEnd } k;
+  std::string v;
+};
 
 Result<std::vector<Tok>> lex(std::string_view e) {
   std::vector<Tok> out;
   for (size_t i = 0; i < e.size();) {
     char c = e[i];
-    if (std::isspace(static_cast<unsigned char>(c))) { ++i; continue; }
-    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+    auto uc = static_cast<unsigned char>(c);
+    if (std::isspace(uc)) { ++i; continue; }
+    if (std::isalpha(uc) || c == '_') {
       size_t j = i;
       while (j < e.size() && (std::isalnum(static_cast<unsigned char>(e[j])) || e[j] == '_')) ++j;
       out.push_back({Tok::kName, std::string(e.substr(i, j - i))});
       i = j;
-    } else if (std::isdigit(static_cast<unsigned char>(c))) {
+    } else if (std::isdigit(uc)) {
       size_t j = i;
       while (j < e.size() && std::isdigit(static_cast<unsigned char>(e[j]))) ++j;
+      if (j + 1 < e.size() && e[j] == '.' && std::isdigit(static_cast<unsigned char>(e[j + 1]))) {
+        return unsupported("float literal");
+      }
       out.push_back({Tok::kInt, std::string(e.substr(i, j - i))});
       i = j;
     } else if (c == '\'' || c == '"') {
@@ -85,18 +242,22 @@ Result<std::vector<Tok>> lex(std::string_view e) {
       for (; j < e.size() && e[j] != c; ++j) {
         if (e[j] == '\\' && j + 1 < e.size()) {
           char n = e[++j];
-          s += n == 'n' ? '\n' : n == 't' ? '\t' : n;
+          s += n == 'n' ? '\n' : n == 't' ? '\t' : n == 'r' ? '\r' : n;
         } else {
           s += e[j];
         }
       }
-      if (j >= e.size()) return make_error(ErrorCode::kInvalidInput, "chat template: unterminated string (tokenizer_config.json)");
+      if (j >= e.size()) return template_error("unterminated string");
       out.push_back({Tok::kStr, s});
       i = j + 1;
     } else {
-      static const char* two[] = {"==", "!=", "<=", ">="};
+      static const char* two[] = {"==", "!=", "<=", ">=", "//", "**"};
       std::string op(1, c);
       for (const char* t : two) if (e.substr(i, 2) == t) op = t;
+      if (op == "**") return unsupported("operator '**'");
+      if (std::string_view("+-*/%~<>()[]{},:.|=!").find(c) == std::string_view::npos) {
+        return unsupported(fmt::format("character '{}' in an expression", c));
+      }
       out.push_back({Tok::kOp, op});
       i += op.size();
     }
@@ -105,332 +266,1037 @@ Result<std::vector<Tok>> lex(std::string_view e) {
   return out;
 }
 
-using Scope = Map;
+// ---------------------------------------------------------------- expressions
 
-class Expr {
+struct Expr;
+using ExprP = std::shared_ptr<Expr>;
+struct Expr {
+  enum K { kLit, kName, kAttr, kIndex, kSlice, kCall, kFilter, kTest, kNot, kNeg, kBin, kAnd, kOr, kCond, kList, kDict } k;
+  Value lit;
+  std::string name;                                    // name, attribute, filter, test, operator
+  std::vector<ExprP> args;                             // operands / positional arguments (null = omitted)
+  std::vector<std::pair<std::string, ExprP>> kwargs;   // keyword arguments
+  bool negate = false;                                 // `is not`, `not in`
+};
+
+ExprP node(Expr::K k, std::string name = {}, std::vector<ExprP> args = {}) {
+  auto e = std::make_shared<Expr>();
+  e->k = k;
+  e->name = std::move(name);
+  e->args = std::move(args);
+  return e;
+}
+
+class Parser {
  public:
-  Expr(std::vector<Tok> toks, Scope& scope) : t_(std::move(toks)), scope_(scope) {}
-  Result<Value> parse_all() {
-    HF2PTE_ASSIGN_OR_RETURN(Value v, parse_or());
-    if (t_[p_].k != Tok::kEnd) return unsupported("expression token '" + t_[p_].v + "'");
-    return v;
+  explicit Parser(std::vector<Tok> t) : t_(std::move(t)) {}
+
+  Result<ExprP> expression() { return ternary(); }
+  Result<ExprP> or_expression() { return or_expr(); }
+  bool at_end() const { return t_[p_].k == Tok::kEnd; }
+  bool accept(Tok::K k, const char* v) {
+    if (is(k, v)) { ++p_; return true; }
+    return false;
+  }
+  bool is(Tok::K k, const char* v) const { return t_[p_].k == k && t_[p_].v == v; }
+  Result<std::string> name() {
+    if (t_[p_].k != Tok::kName) return unsupported("token '" + t_[p_].v + "' where a name is expected");
+    return t_[p_++].v;
+  }
+  Status expect_end(const std::string& where) {
+    if (!at_end()) return unsupported("token '" + t_[p_].v + "' in " + where);
+    return Status::ok();
   }
 
  private:
-  bool is(Tok::K k, const char* v) const { return t_[p_].k == k && t_[p_].v == v; }
-  bool accept(Tok::K k, const char* v) { if (is(k, v)) { ++p_; return true; } return false; }
+  // Nesting guard: a hostile template must not exhaust the stack through recursive descent.
+  struct Depth {
+    explicit Depth(int& d) : d_(d) { ++d_; }
+    ~Depth() { --d_; }
+    int& d_;
+  };
+  static constexpr int kMaxDepth = 256;
+  Status too_deep() const { return unsupported("expression nested deeper than 256 levels"); }
+  // Operators and postfix steps per expression (each makes the tree one level deeper).
+  Status count_op() { return ++ops_ > 4096 ? unsupported("expression with more than 4096 operators") : Status::ok(); }
 
-  Result<Value> parse_or() {
-    HF2PTE_ASSIGN_OR_RETURN(Value a, parse_and());
+  Result<ExprP> ternary() {
+    Depth guard(depth_);
+    if (depth_ > kMaxDepth) return too_deep();
+    HF2PTE_ASSIGN_OR_RETURN(ExprP a, or_expr());
+    if (!accept(Tok::kName, "if")) return a;
+    HF2PTE_ASSIGN_OR_RETURN(ExprP cond, or_expr());
+    ExprP other = node(Expr::kLit);  // `a if c` without else: undefined
+    if (accept(Tok::kName, "else")) {
+      HF2PTE_ASSIGN_OR_RETURN(other, ternary());
+    }
+    return node(Expr::kCond, "", {cond, a, other});
+  }
+  Result<ExprP> or_expr() {
+    HF2PTE_ASSIGN_OR_RETURN(ExprP a, and_expr());
     while (accept(Tok::kName, "or")) {
-      HF2PTE_ASSIGN_OR_RETURN(Value b, parse_and());
-      a = a.truthy() ? a : b;
+      HF2PTE_RETURN_IF_ERROR(count_op());
+      HF2PTE_ASSIGN_OR_RETURN(ExprP b, and_expr());
+      a = node(Expr::kOr, "", {a, b});
     }
     return a;
   }
-  Result<Value> parse_and() {
-    HF2PTE_ASSIGN_OR_RETURN(Value a, parse_not());
+  Result<ExprP> and_expr() {
+    HF2PTE_ASSIGN_OR_RETURN(ExprP a, not_expr());
     while (accept(Tok::kName, "and")) {
-      HF2PTE_ASSIGN_OR_RETURN(Value b, parse_not());
-      a = a.truthy() ? b : a;
+      HF2PTE_RETURN_IF_ERROR(count_op());
+      HF2PTE_ASSIGN_OR_RETURN(ExprP b, not_expr());
+      a = node(Expr::kAnd, "", {a, b});
     }
     return a;
   }
-  Result<Value> parse_not() {
+  Result<ExprP> not_expr() {
+    Depth guard(depth_);
+    if (depth_ > kMaxDepth) return too_deep();
     if (accept(Tok::kName, "not")) {
-      HF2PTE_ASSIGN_OR_RETURN(Value a, parse_not());
-      return Value::boolean(!a.truthy());
+      HF2PTE_ASSIGN_OR_RETURN(ExprP a, not_expr());
+      return node(Expr::kNot, "", {a});
     }
-    return parse_cmp();
+    return compare();
   }
-  Result<Value> parse_cmp() {
-    HF2PTE_ASSIGN_OR_RETURN(Value a, parse_add());
+  Result<ExprP> compare() {
+    HF2PTE_ASSIGN_OR_RETURN(ExprP a, binary(0));
     while (true) {
-      if (accept(Tok::kName, "is")) {
-        bool neg = accept(Tok::kName, "not");
-        std::string test = t_[p_++].v;
-        bool r;
-        if (test == "defined") r = a.kind != Value::kUndefined;
-        else if (test == "none") r = a.kind == Value::kNone;
-        else if (test == "string") r = a.kind == Value::kStr;
-        else return unsupported("test 'is " + test + "'");
-        a = Value::boolean(neg ? !r : r);
-        continue;
-      }
-      std::string op = t_[p_].k == Tok::kOp ? t_[p_].v : "";
-      bool in = is(Tok::kName, "in");
-      if (op != "==" && op != "!=" && op != "<" && op != ">" && op != "<=" && op != ">=" && !in) return a;
-      ++p_;
-      HF2PTE_ASSIGN_OR_RETURN(Value b, parse_add());
-      if (in) {
-        bool r = false;
-        if (b.kind == Value::kStr && a.kind == Value::kStr) r = b.s.find(a.s) != std::string::npos;
-        else if (b.kind == Value::kList) for (const auto& x : *b.list) r = r || equal(x, a);
-        else if (b.kind == Value::kMap) r = a.kind == Value::kStr && b.map->count(a.s) > 0;
-        a = Value::boolean(r);
-      } else if (op == "==" || op == "!=") {
-        a = Value::boolean(equal(a, b) == (op == "=="));
-      } else {
-        if (a.kind != Value::kInt || b.kind != Value::kInt) return unsupported("ordering of non-integers");
-        bool r = op == "<" ? a.i < b.i : op == ">" ? a.i > b.i : op == "<=" ? a.i <= b.i : a.i >= b.i;
-        a = Value::boolean(r);
-      }
-    }
-  }
-  Result<Value> parse_add() {
-    HF2PTE_ASSIGN_OR_RETURN(Value a, parse_filter());
-    while (is(Tok::kOp, "+") || is(Tok::kOp, "-") || is(Tok::kOp, "~")) {
-      std::string op = t_[p_++].v;
-      HF2PTE_ASSIGN_OR_RETURN(Value b, parse_filter());
-      if (op == "~" || (op == "+" && (a.kind == Value::kStr || b.kind == Value::kStr))) {
-        a = Value::str(a.to_string() + b.to_string());
-      } else if (a.kind == Value::kInt && b.kind == Value::kInt) {
-        a = Value::integer(op == "+" ? a.i + b.i : a.i - b.i);
-      } else {
-        return unsupported("'" + op + "' on these operands");
-      }
-    }
-    return a;
-  }
-  Result<Value> parse_filter() {
-    HF2PTE_ASSIGN_OR_RETURN(Value a, parse_postfix());
-    while (accept(Tok::kOp, "|")) {
-      std::string f = t_[p_++].v;
-      if (f == "trim") {
-        std::string s = a.to_string();
-        size_t b = s.find_first_not_of(" \t\n\r"), e = s.find_last_not_of(" \t\n\r");
-        a = Value::str(b == std::string::npos ? "" : s.substr(b, e - b + 1));
-      } else if (f == "length") {
-        a = Value::integer(a.kind == Value::kList ? int64_t(a.list->size()) : int64_t(a.to_string().size()));
-      } else if (f == "upper" || f == "lower") {
-        std::string s = a.to_string();
-        for (auto& ch : s) ch = char(f == "upper" ? std::toupper(static_cast<unsigned char>(ch)) : std::tolower(static_cast<unsigned char>(ch)));
-        a = Value::str(s);
-      } else {
-        return unsupported("filter '" + f + "'");
-      }
-    }
-    return a;
-  }
-  Result<Value> parse_postfix() {
-    HF2PTE_ASSIGN_OR_RETURN(Value a, parse_primary());
-    while (true) {
-      std::string key;
-      if (accept(Tok::kOp, ".")) {
-        key = t_[p_++].v;
-        if (is(Tok::kOp, "(")) return unsupported("method call '." + key + "()'");
-      } else if (accept(Tok::kOp, "[")) {
-        HF2PTE_ASSIGN_OR_RETURN(Value k, parse_or());
-        if (!accept(Tok::kOp, "]")) return unsupported("slices");
-        if (a.kind == Value::kList && k.kind == Value::kInt) {
-          int64_t n = int64_t(a.list->size()), idx = k.i < 0 ? k.i + n : k.i;
-          a = idx >= 0 && idx < n ? (*a.list)[size_t(idx)] : Value{};
-          continue;
-        }
-        key = k.to_string();
+      std::string op;
+      bool negate = false;
+      if (t_[p_].k == Tok::kOp && (t_[p_].v == "==" || t_[p_].v == "!=" || t_[p_].v == "<" || t_[p_].v == ">" ||
+                                   t_[p_].v == "<=" || t_[p_].v == ">=")) {
+        op = t_[p_++].v;
+      } else if (accept(Tok::kName, "in")) {
+        op = "in";
+      } else if (is(Tok::kName, "not") && t_[p_ + 1].k == Tok::kName && t_[p_ + 1].v == "in") {
+        p_ += 2;
+        op = "in";
+        negate = true;
       } else {
         return a;
       }
-      if (a.kind != Value::kMap) { a = Value{}; continue; }
-      auto it = a.map->find(key);
-      a = it == a.map->end() ? Value{} : it->second;
+      HF2PTE_RETURN_IF_ERROR(count_op());
+      HF2PTE_ASSIGN_OR_RETURN(ExprP b, binary(0));
+      a = node(Expr::kBin, op, {a, b});
+      a->negate = negate;
     }
   }
-  Result<Value> parse_primary() {
-    Tok t = t_[p_++];
-    if (t.k == Tok::kStr) return Value::str(t.v);
-    if (t.k == Tok::kInt) return Value::integer(std::stoll(t.v));
-    if (t.k == Tok::kOp && t.v == "(") {
-      HF2PTE_ASSIGN_OR_RETURN(Value v, parse_or());
-      if (!accept(Tok::kOp, ")")) return unsupported("expression without ')'");
-      return v;
+  // Levels: 0 = + -, 1 = ~, 2 = * / // % (Jinja's math1, concat, math2).
+  Result<ExprP> binary(int level) {
+    static const std::vector<std::vector<std::string>> ops = {{"+", "-"}, {"~"}, {"*", "/", "//", "%"}};
+    auto next = [&]() -> Result<ExprP> { return level + 1 < 3 ? binary(level + 1) : unary(); };
+    HF2PTE_ASSIGN_OR_RETURN(ExprP a, next());
+    while (t_[p_].k == Tok::kOp &&
+           std::find(ops[level].begin(), ops[level].end(), t_[p_].v) != ops[level].end()) {
+      std::string op = t_[p_++].v;
+      HF2PTE_RETURN_IF_ERROR(count_op());
+      HF2PTE_ASSIGN_OR_RETURN(ExprP b, next());
+      a = node(Expr::kBin, op, {a, b});
+    }
+    return a;
+  }
+  Result<ExprP> unary() {
+    Depth guard(depth_);
+    if (depth_ > kMaxDepth) return too_deep();
+    if (accept(Tok::kOp, "-")) {
+      HF2PTE_ASSIGN_OR_RETURN(ExprP a, unary());
+      return node(Expr::kNeg, "", {a});
+    }
+    if (accept(Tok::kOp, "+")) return unary();
+    HF2PTE_ASSIGN_OR_RETURN(ExprP a, primary());
+    return postfix(a);
+  }
+  // Appends call arguments to e.args (after the receiver, when there is one) and e.kwargs.
+  Status call_args(Expr& e) {
+    const size_t first = e.args.size();
+    while (!accept(Tok::kOp, ")")) {
+      if (e.args.size() > first || !e.kwargs.empty()) {
+        if (!accept(Tok::kOp, ",")) return unsupported("token '" + t_[p_].v + "' in an argument list");
+        if (accept(Tok::kOp, ")")) break;
+      }
+      if (t_[p_].k == Tok::kName && t_[p_ + 1].k == Tok::kOp && t_[p_ + 1].v == "=") {
+        std::string key = t_[p_].v;
+        p_ += 2;
+        HF2PTE_ASSIGN_OR_RETURN(ExprP v, expression());
+        e.kwargs.emplace_back(key, v);
+      } else {
+        HF2PTE_ASSIGN_OR_RETURN(ExprP v, expression());
+        e.args.push_back(v);
+      }
+    }
+    return Status::ok();
+  }
+  Result<ExprP> postfix(ExprP a) {
+    while (true) {
+      HF2PTE_RETURN_IF_ERROR(count_op());
+      if (accept(Tok::kOp, ".")) {
+        HF2PTE_ASSIGN_OR_RETURN(std::string key, name());
+        a = node(Expr::kAttr, key, {a});
+      } else if (accept(Tok::kOp, "[")) {
+        std::vector<ExprP> parts(1);
+        bool slice = false;
+        while (!accept(Tok::kOp, "]")) {
+          if (accept(Tok::kOp, ":")) {
+            slice = true;
+            parts.emplace_back();
+            if (parts.size() > 3) return unsupported("slice with more than 3 parts");
+            continue;
+          }
+          if (parts.back()) return unsupported("token '" + t_[p_].v + "' in a subscript");
+          HF2PTE_ASSIGN_OR_RETURN(parts.back(), expression());
+        }
+        if (!slice && !parts[0]) return unsupported("empty subscript");
+        if (slice) {
+          parts.resize(3);
+          a = node(Expr::kSlice, "", {a, parts[0], parts[1], parts[2]});
+        } else {
+          a = node(Expr::kIndex, "", {a, parts[0]});
+        }
+      } else if (accept(Tok::kOp, "(")) {
+        auto call = node(Expr::kCall, "", {a});
+        HF2PTE_RETURN_IF_ERROR(call_args(*call));
+        a = call;
+      } else if (accept(Tok::kOp, "|")) {
+        HF2PTE_ASSIGN_OR_RETURN(std::string f, name());
+        auto e = node(Expr::kFilter, f, {a});
+        if (accept(Tok::kOp, "(")) HF2PTE_RETURN_IF_ERROR(call_args(*e));
+        a = e;
+      } else if (accept(Tok::kName, "is")) {
+        bool neg = accept(Tok::kName, "not");
+        HF2PTE_ASSIGN_OR_RETURN(std::string test, name());
+        auto e = node(Expr::kTest, test, {a});
+        e->negate = neg;
+        if (accept(Tok::kOp, "(")) HF2PTE_RETURN_IF_ERROR(call_args(*e));
+        a = e;
+      } else {
+        return a;
+      }
+    }
+  }
+  Result<ExprP> primary() {
+    Tok t = t_[p_];
+    if (t.k == Tok::kEnd) return template_error("expression ends early");
+    ++p_;
+    if (t.k == Tok::kStr) {
+      std::string s = t.v;
+      while (t_[p_].k == Tok::kStr) s += t_[p_++].v;  // adjacent literals concatenate
+      auto e = node(Expr::kLit);
+      e->lit = Value::str(s);
+      return e;
+    }
+    if (t.k == Tok::kInt) {
+      auto e = node(Expr::kLit);
+      if (t.v.size() > 18) return unsupported("integer literal " + t.v);
+      e->lit = Value::integer(std::stoll(t.v));
+      return e;
     }
     if (t.k == Tok::kName) {
-      if (t.v == "true" || t.v == "True") return Value::boolean(true);
-      if (t.v == "false" || t.v == "False") return Value::boolean(false);
-      if (t.v == "none" || t.v == "None") { Value v; v.kind = Value::kNone; return v; }
-      if (t.v == "raise_exception" && accept(Tok::kOp, "(")) {
-        HF2PTE_ASSIGN_OR_RETURN(Value msg, parse_or());
-        return make_error(ErrorCode::kInvalidArgument, "chat template: {}", msg.to_string());
+      auto e = node(Expr::kLit);
+      if (t.v == "true" || t.v == "True") { e->lit = Value::boolean(true); return e; }
+      if (t.v == "false" || t.v == "False") { e->lit = Value::boolean(false); return e; }
+      if (t.v == "none" || t.v == "None") { e->lit = Value::none(); return e; }
+      return node(Expr::kName, t.v);
+    }
+    if (t.v == "(") {
+      HF2PTE_ASSIGN_OR_RETURN(ExprP v, expression());
+      if (is(Tok::kOp, ",")) return unsupported("tuple");
+      if (!accept(Tok::kOp, ")")) return unsupported("token '" + t_[p_].v + "' where ')' is expected");
+      return v;
+    }
+    if (t.v == "[") {
+      auto e = node(Expr::kList);
+      while (!accept(Tok::kOp, "]")) {
+        if (!e->args.empty() && !accept(Tok::kOp, ",")) return unsupported("token '" + t_[p_].v + "' in a list");
+        if (accept(Tok::kOp, "]")) break;
+        HF2PTE_ASSIGN_OR_RETURN(ExprP v, expression());
+        e->args.push_back(v);
       }
-      if (is(Tok::kOp, "(")) return unsupported("function '" + t.v + "'");
-      auto it = scope_.find(t.v);
-      return it == scope_.end() ? Value{} : it->second;
+      return e;
+    }
+    if (t.v == "{") {
+      auto e = node(Expr::kDict);
+      while (!accept(Tok::kOp, "}")) {
+        if (!e->args.empty() && !accept(Tok::kOp, ",")) return unsupported("token '" + t_[p_].v + "' in a dict");
+        if (accept(Tok::kOp, "}")) break;
+        HF2PTE_ASSIGN_OR_RETURN(ExprP k, expression());
+        if (!accept(Tok::kOp, ":")) return unsupported("dict entry without ':'");
+        HF2PTE_ASSIGN_OR_RETURN(ExprP v, expression());
+        e->args.push_back(k);
+        e->args.push_back(v);
+      }
+      return e;
     }
     return unsupported("token '" + t.v + "'");
   }
 
   std::vector<Tok> t_;
   size_t p_ = 0;
-  Scope& scope_;
+  int depth_ = 0;
+  int ops_ = 0;
 };
 
-Result<Value> eval(std::string_view src, Scope& scope) {
-  HF2PTE_ASSIGN_OR_RETURN(auto toks, lex(src));
-  return Expr(std::move(toks), scope).parse_all();
+// ---------------------------------------------------------------- evaluation
+
+struct Scope {
+  std::map<std::string, Value> vars;
+  Scope* parent = nullptr;
+  const Value* find(const std::string& n) const {
+    for (const Scope* s = this; s; s = s->parent) {
+      auto it = s->vars.find(n);
+      if (it != s->vars.end()) return &it->second;
+    }
+    return nullptr;
+  }
+};
+
+std::vector<char32_t> chars(const Value& v) { return utf8_decode(v.s); }
+
+bool is_py_space(char32_t c) { return c == ' ' || (c >= '\t' && c <= '\r') || tok::is_whitespace(c); }
+
+std::string strip(const std::string& s, const Value* set, bool left, bool right) {
+  std::vector<char32_t> cs = utf8_decode(s), strip_set;
+  if (set && set->kind == Value::kStr) strip_set = utf8_decode(set->s);
+  bool use_set = set && set->kind == Value::kStr;
+  auto drop = [&](char32_t c) {
+    return use_set ? std::find(strip_set.begin(), strip_set.end(), c) != strip_set.end() : is_py_space(c);
+  };
+  size_t b = 0, e = cs.size();
+  if (left) while (b < e && drop(cs[b])) ++b;
+  if (right) while (e > b && drop(cs[e - 1])) --e;
+  return utf8_encode(std::vector<char32_t>(cs.begin() + static_cast<long>(b), cs.begin() + static_cast<long>(e)));
 }
 
-// ---- statements ----
-
-struct Node {
-  enum Kind { kText, kOut, kIf, kFor, kSet } kind = kText;
-  std::string text;  // text, output expr, set expr, for iterable
-  std::string name;  // set / for variable
-  std::vector<std::pair<std::string, std::vector<Node>>> branches;  // if: (cond, body); "" = else
-  std::vector<Node> body;
-};
-
-struct Piece { bool tag; bool out; std::string s; };  // tag: {% %}; out: {{ }}
-
-Result<std::vector<Piece>> split_template(std::string_view t) {
-  std::vector<Piece> out;
-  size_t i = 0;
-  bool trim_next = false;
-  while (i < t.size()) {
-    size_t open = t.find('{', i);
-    while (open != std::string_view::npos && open + 1 < t.size() && t[open + 1] != '{' && t[open + 1] != '%' && t[open + 1] != '#') {
-      open = t.find('{', open + 1);
+Value split(const std::string& s, const Value* sep, int64_t maxsplit) {
+  Value out = Value::new_list();
+  if (sep && sep->kind == Value::kStr) {
+    size_t start = 0, pos;
+    while ((maxsplit < 0 || static_cast<int64_t>(out.list->size()) < maxsplit) &&
+           (pos = s.find(sep->s, start)) != std::string::npos) {
+      out.list->push_back(Value::str(s.substr(start, pos - start)));
+      start = pos + sep->s.size();
     }
-    std::string text(t.substr(i, open == std::string_view::npos ? std::string_view::npos : open - i));
-    if (trim_next) text.erase(0, text.find_first_not_of(" \t\n\r") == std::string::npos ? text.size() : text.find_first_not_of(" \t\n\r"));
-    if (open == std::string_view::npos || open + 1 >= t.size()) {
-      out.push_back({false, false, text});
+    out.list->push_back(Value::str(s.substr(start)));
+    return out;
+  }
+  std::vector<char32_t> cs = utf8_decode(s);  // whitespace split, empty pieces dropped
+  size_t k = 0;
+  while (k < cs.size()) {
+    while (k < cs.size() && is_py_space(cs[k])) ++k;
+    if (k == cs.size()) break;
+    size_t b = k;
+    if (maxsplit >= 0 && static_cast<int64_t>(out.list->size()) == maxsplit) {
+      size_t e = cs.size();
+      while (e > b && is_py_space(cs[e - 1])) --e;
+      out.list->push_back(Value::str(utf8_encode({cs.begin() + static_cast<long>(b), cs.begin() + static_cast<long>(e)})));
       break;
     }
-    char kind = t[open + 1];
-    const char* close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
-    size_t end = t.find(close, open + 2);
-    if (end == std::string_view::npos) return make_error(ErrorCode::kInvalidInput, "chat template: unclosed tag (tokenizer_config.json)");
-    std::string inner(t.substr(open + 2, end - open - 2));
-    if (!inner.empty() && inner[0] == '-') {
-      inner.erase(0, 1);
-      text.erase(text.find_last_not_of(" \t\n\r") + 1);
-    }
-    trim_next = !inner.empty() && inner.back() == '-';
-    if (trim_next) inner.pop_back();
-    out.push_back({false, false, text});
-    if (kind != '#') out.push_back({kind == '%', kind == '{', inner});
-    i = end + 2;
+    while (k < cs.size() && !is_py_space(cs[k])) ++k;
+    out.list->push_back(Value::str(utf8_encode({cs.begin() + static_cast<long>(b), cs.begin() + static_cast<long>(k)})));
   }
   return out;
 }
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\n\r"), e = s.find_last_not_of(" \t\n\r");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+std::string change_case(const std::string& s, int mode) {  // 0 upper, 1 lower, 2 capitalize, 3 title (ASCII)
+  std::string out = s;
+  bool word_start = true;
+  for (size_t k = 0; k < out.size(); ++k) {
+    auto c = static_cast<unsigned char>(out[k]);
+    bool up = mode == 0 || (mode == 2 && k == 0) || (mode == 3 && word_start);
+    out[k] = static_cast<char>(up ? std::toupper(c) : std::tolower(c));
+    word_start = !std::isalnum(c);
+  }
+  return out;
 }
 
-// Parses pieces[pos...] until one of `stops` (a tag keyword); returns the stop keyword met.
-Result<std::string> parse_block(const std::vector<Piece>& ps, size_t& pos, std::vector<Node>& out,
-                                const std::vector<std::string>& stops) {
-  while (pos < ps.size()) {
-    const Piece& p = ps[pos++];
-    if (!p.tag && !p.out) { if (!p.s.empty()) out.push_back({Node::kText, p.s, "", {}, {}}); continue; }
-    if (p.out) { out.push_back({Node::kOut, p.s, "", {}, {}}); continue; }
-    std::string s = trim(p.s);
-    std::string kw = s.substr(0, s.find_first_of(" \t\n"));
-    std::string rest = trim(s.substr(kw.size()));
-    for (const auto& st : stops) if (kw == st) { pos--; return kw; }
-    if (kw == "if") {
-      Node n{Node::kIf, "", "", {}, {}};
-      std::string cond = rest;
-      while (true) {
-        std::vector<Node> body;
-        HF2PTE_ASSIGN_OR_RETURN(std::string stop, parse_block(ps, pos, body, {"elif", "else", "endif"}));
-        n.branches.emplace_back(cond, std::move(body));
-        std::string tag = trim(ps[pos++].s);
-        if (stop == "endif") break;
-        cond = stop == "elif" ? trim(tag.substr(4)) : "true";
+int64_t length(const Value& v) {
+  switch (v.kind) {
+    case Value::kStr: return static_cast<int64_t>(chars(v).size());
+    case Value::kList: return static_cast<int64_t>(v.list->size());
+    case Value::kDict: return static_cast<int64_t>(v.dict->items.size());
+    default: return 0;
+  }
+}
+
+// Items a `for` iterates: list elements, string characters, mapping keys; undefined is empty.
+Result<List> iterate(const Value& v) {
+  switch (v.kind) {
+    case Value::kList: return *v.list;
+    case Value::kUndefined: case Value::kNone: return List{};
+    case Value::kStr: {
+      List out;
+      for (char32_t c : chars(v)) out.push_back(Value::str(utf8_encode({c})));
+      return out;
+    }
+    case Value::kDict: {
+      List out;
+      for (const auto& kv : v.dict->items) out.push_back(Value::str(kv.first));
+      return out;
+    }
+    default: return unsupported(std::string("iterating over a ") + kind_name(v));
+  }
+}
+
+Value items_of(const Value& d) {
+  Value out = Value::new_list();
+  for (const auto& [k, x] : d.dict->items) out.list->push_back(Value::new_list({Value::str(k), x}));
+  return out;
+}
+
+class Evaluator {
+ public:
+  explicit Evaluator(Scope& scope) : scope_(scope) {}
+
+  Result<Value> eval(const Expr& e) {
+    // Left-deep chains (a + b + c ...) recurse once per operator: bound the stack use.
+    if (depth_ > 512) return unsupported("expression nested deeper than 512 levels");
+    ++depth_;
+    auto r = eval_node(e);
+    --depth_;
+    return r;
+  }
+
+ private:
+  Result<Value> eval_node(const Expr& e) {
+    switch (e.k) {
+      case Expr::kLit: return e.lit;
+      case Expr::kName: {
+        const Value* v = scope_.find(e.name);
+        return v ? *v : Value{};
       }
-      out.push_back(std::move(n));
-    } else if (kw == "for") {
-      size_t in = rest.find(" in ");
-      if (in == std::string::npos) return unsupported("for loop '" + s + "'");
-      Node n{Node::kFor, trim(rest.substr(in + 4)), trim(rest.substr(0, in)), {}, {}};
-      HF2PTE_ASSIGN_OR_RETURN(std::string stop, parse_block(ps, pos, n.body, {"endfor"}));
-      (void)stop;
-      ++pos;
-      out.push_back(std::move(n));
-    } else if (kw == "set") {
-      size_t eq = rest.find('=');
-      if (eq == std::string::npos) return unsupported("block set");
-      out.push_back({Node::kSet, trim(rest.substr(eq + 1)), trim(rest.substr(0, eq)), {}, {}});
-    } else {
-      return unsupported("tag '" + kw + "'");
+      case Expr::kList: {
+        Value out = Value::new_list();
+        for (const auto& a : e.args) { HF2PTE_ASSIGN_OR_RETURN(Value v, eval(*a)); out.list->push_back(v); }
+        return out;
+      }
+      case Expr::kDict: {
+        Value out = Value::new_dict();
+        for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
+          HF2PTE_ASSIGN_OR_RETURN(Value key, eval(*e.args[k]));
+          HF2PTE_ASSIGN_OR_RETURN(Value v, eval(*e.args[k + 1]));
+          if (key.kind != Value::kStr) return unsupported("non-string dict key");
+          out.dict->set(key.s, v);
+        }
+        return out;
+      }
+      case Expr::kAttr: {
+        HF2PTE_ASSIGN_OR_RETURN(Value o, eval(*e.args[0]));
+        return member(o, e.name);
+      }
+      case Expr::kIndex: {
+        HF2PTE_ASSIGN_OR_RETURN(Value o, eval(*e.args[0]));
+        HF2PTE_ASSIGN_OR_RETURN(Value k, eval(*e.args[1]));
+        return index(o, k);
+      }
+      case Expr::kSlice: return slice(e);
+      case Expr::kCall: return call(e);
+      case Expr::kFilter: return filter(e);
+      case Expr::kTest: return test(e);
+      case Expr::kNot: {
+        HF2PTE_ASSIGN_OR_RETURN(Value a, eval(*e.args[0]));
+        return Value::boolean(!a.truthy());
+      }
+      case Expr::kNeg: {
+        HF2PTE_ASSIGN_OR_RETURN(Value a, eval(*e.args[0]));
+        if (a.kind != Value::kInt) return unsupported(std::string("unary '-' on a ") + kind_name(a));
+        return Value::integer(-a.i);
+      }
+      case Expr::kAnd: case Expr::kOr: {  // short-circuit, returning the deciding operand as Python does
+        HF2PTE_ASSIGN_OR_RETURN(Value a, eval(*e.args[0]));
+        if (a.truthy() == (e.k == Expr::kOr)) return a;
+        return eval(*e.args[1]);
+      }
+      case Expr::kCond: {
+        HF2PTE_ASSIGN_OR_RETURN(Value c, eval(*e.args[0]));
+        return eval(*e.args[c.truthy() ? 1 : 2]);
+      }
+      case Expr::kBin: return binary(e);
+    }
+    return unsupported("expression");
+  }
+
+  Result<Value> arg(const Expr& e, size_t k, const char* kw) {
+    for (const auto& [name, x] : e.kwargs) if (kw && name == kw) return eval(*x);
+    if (k + 1 < e.args.size()) return eval(*e.args[k + 1]);  // args[0] is the receiver
+    return Value{};
+  }
+
+  Result<Value> member(const Value& o, const std::string& key) {
+    if (o.kind == Value::kDict) {
+      Value* v = o.dict->find(key);
+      return v ? *v : Value{};
+    }
+    return Value{};  // attributes of other values (and of undefined) are undefined
+  }
+
+  Result<Value> index(const Value& o, const Value& k) {
+    if (o.kind == Value::kDict) {
+      if (k.kind != Value::kStr) return Value{};
+      return member(o, k.s);
+    }
+    if ((o.kind == Value::kList || o.kind == Value::kStr) && k.kind == Value::kInt) {
+      List l = o.kind == Value::kList ? *o.list : *iterate(o);
+      int64_t n = static_cast<int64_t>(l.size()), idx = k.i < 0 ? k.i + n : k.i;
+      return idx >= 0 && idx < n ? l[static_cast<size_t>(idx)] : Value{};
+    }
+    return Value{};
+  }
+
+  Result<Value> slice(const Expr& e) {
+    HF2PTE_ASSIGN_OR_RETURN(Value o, eval(*e.args[0]));
+    int64_t bound[3] = {0, 0, 1};
+    bool given[3] = {false, false, false};
+    for (int k = 0; k < 3; ++k) {
+      if (!e.args[static_cast<size_t>(k) + 1]) continue;
+      HF2PTE_ASSIGN_OR_RETURN(Value v, eval(*e.args[static_cast<size_t>(k) + 1]));
+      if (v.kind == Value::kNone || v.kind == Value::kUndefined) continue;
+      if (v.kind != Value::kInt) return unsupported(std::string("slice bound of type ") + kind_name(v));
+      bound[k] = v.i;
+      given[k] = true;
+    }
+    if (o.kind != Value::kList && o.kind != Value::kStr) return unsupported(std::string("slicing a ") + kind_name(o));
+    HF2PTE_ASSIGN_OR_RETURN(List l, iterate(o));
+    int64_t n = static_cast<int64_t>(l.size()), step = bound[2];
+    if (step == 0) return template_error("slice step cannot be zero");
+    // Python's slice.indices().
+    auto fix = [&](int64_t v, bool g, int64_t def) {
+      if (!g) return def;
+      if (v < 0) v += n;
+      if (step > 0) return std::clamp<int64_t>(v, 0, n);
+      return std::clamp<int64_t>(v, -1, n - 1);
+    };
+    int64_t start = fix(bound[0], given[0], step > 0 ? 0 : n - 1);
+    int64_t stop = fix(bound[1], given[1], step > 0 ? n : -1);
+    List out;
+    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.push_back(l[static_cast<size_t>(k)]);
+    if (o.kind == Value::kList) return Value::new_list(std::move(out));
+    std::string s;
+    for (const auto& c : out) s += c.s;
+    return Value::str(s);
+  }
+
+  Result<Value> binary(const Expr& e) {
+    HF2PTE_ASSIGN_OR_RETURN(Value a, eval(*e.args[0]));
+    HF2PTE_ASSIGN_OR_RETURN(Value b, eval(*e.args[1]));
+    const std::string& op = e.name;
+    if (op == "~") return Value::str(to_str(a) + to_str(b));
+    if (op == "==") return Value::boolean(equal(a, b));
+    if (op == "!=") return Value::boolean(!equal(a, b));
+    if (op == "in") {
+      bool r = false;
+      if (b.kind == Value::kStr && a.kind == Value::kStr) r = b.s.find(a.s) != std::string::npos;
+      else if (b.kind == Value::kList) r = std::any_of(b.list->begin(), b.list->end(), [&](const Value& x) { return equal(x, a); });
+      else if (b.kind == Value::kDict) r = a.kind == Value::kStr && b.dict->find(a.s) != nullptr;
+      return Value::boolean(r != e.negate);
+    }
+    if (op == "<" || op == ">" || op == "<=" || op == ">=") {
+      int c;
+      if (a.kind == Value::kInt && b.kind == Value::kInt) c = a.i < b.i ? -1 : a.i > b.i;
+      else if (a.kind == Value::kStr && b.kind == Value::kStr) c = a.s.compare(b.s) < 0 ? -1 : a.s.compare(b.s) > 0;
+      else return unsupported(std::string("'") + op + "' between a " + kind_name(a) + " and a " + kind_name(b));
+      return Value::boolean(op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0);
+    }
+    if (op == "+" && a.kind == Value::kStr && b.kind == Value::kStr) return Value::str(a.s + b.s);
+    if (op == "+" && a.kind == Value::kList && b.kind == Value::kList) {
+      List l = *a.list;
+      l.insert(l.end(), b.list->begin(), b.list->end());
+      return Value::new_list(std::move(l));
+    }
+    if (a.kind == Value::kInt && b.kind == Value::kInt) {
+      if ((op == "//" || op == "%") && b.i == 0) return template_error("integer division by zero");
+      if (op == "+") return Value::integer(a.i + b.i);
+      if (op == "-") return Value::integer(a.i - b.i);
+      if (op == "*") return Value::integer(a.i * b.i);
+      int64_t q = a.i / b.i, r = a.i % b.i;
+      if (r != 0 && ((r < 0) != (b.i < 0))) { --q; r += b.i; }  // Python floors
+      if (op == "//") return Value::integer(q);
+      if (op == "%") return Value::integer(r);
+    }
+    if (op == "*" && a.kind == Value::kStr && b.kind == Value::kInt) {
+      std::string s;
+      for (int64_t k = 0; k < b.i && k < 100000; ++k) s += a.s;
+      return Value::str(s);
+    }
+    return unsupported(std::string("'") + op + "' between a " + kind_name(a) + " and a " + kind_name(b));
+  }
+
+  Result<Value> call(const Expr& e) {
+    const Expr& callee = *e.args[0];
+    if (callee.k == Expr::kName) {
+      if (callee.name == "raise_exception") {
+        HF2PTE_ASSIGN_OR_RETURN(Value msg, arg(e, 0, nullptr));
+        return make_error(ErrorCode::kInvalidArgument, "chat template: {}", to_str(msg));
+      }
+      if (callee.name == "namespace") {
+        Value ns = Value::new_dict();
+        ns.dict->is_namespace = true;
+        for (const auto& [k, x] : e.kwargs) {
+          HF2PTE_ASSIGN_OR_RETURN(Value v, eval(*x));
+          ns.dict->set(k, v);
+        }
+        return ns;
+      }
+      if (callee.name == "range") {
+        HF2PTE_ASSIGN_OR_RETURN(Value a, arg(e, 0, nullptr));
+        HF2PTE_ASSIGN_OR_RETURN(Value b, arg(e, 1, nullptr));
+        int64_t lo = b.kind == Value::kInt ? a.i : 0, hi = b.kind == Value::kInt ? b.i : a.i;
+        if (a.kind != Value::kInt) return unsupported("range() of a non-integer");
+        Value out = Value::new_list();
+        for (int64_t k = lo; k < hi && k - lo < 1000000; ++k) out.list->push_back(Value::integer(k));
+        return out;
+      }
+      return unsupported("function '" + callee.name + "()'");
+    }
+    if (callee.k != Expr::kAttr) return unsupported("call of an expression");
+    HF2PTE_ASSIGN_OR_RETURN(Value o, eval(*callee.args[0]));
+    const std::string& m = callee.name;
+    // Method arguments: shift by one because arg() skips args[0] (the callee).
+    if (o.kind == Value::kStr) {
+      HF2PTE_ASSIGN_OR_RETURN(Value a0, arg(e, 0, nullptr));
+      if (m == "startswith" || m == "endswith") {
+        if (a0.kind != Value::kStr) return unsupported("." + m + "() with a non-string argument");
+        bool r = a0.s.size() <= o.s.size() &&
+                 (m == "startswith" ? o.s.compare(0, a0.s.size(), a0.s) == 0
+                                    : o.s.compare(o.s.size() - a0.s.size(), a0.s.size(), a0.s) == 0);
+        return Value::boolean(r);
+      }
+      if (m == "strip" || m == "lstrip" || m == "rstrip") {
+        return Value::str(strip(o.s, a0.kind == Value::kStr ? &a0 : nullptr, m != "rstrip", m != "lstrip"));
+      }
+      if (m == "split") {
+        HF2PTE_ASSIGN_OR_RETURN(Value a1, arg(e, 1, "maxsplit"));
+        if (a0.kind == Value::kStr && a0.s.empty()) return template_error("split() with an empty separator");
+        return split(o.s, a0.kind == Value::kStr ? &a0 : nullptr, a1.kind == Value::kInt ? a1.i : -1);
+      }
+      if (m == "upper") return Value::str(change_case(o.s, 0));
+      if (m == "lower") return Value::str(change_case(o.s, 1));
+      if (m == "capitalize") return Value::str(change_case(o.s, 2));
+      if (m == "title") return Value::str(change_case(o.s, 3));
+      if (m == "replace") {
+        HF2PTE_ASSIGN_OR_RETURN(Value a1, arg(e, 1, nullptr));
+        if (a0.kind != Value::kStr || a1.kind != Value::kStr || a0.s.empty()) return unsupported(".replace() arguments");
+        std::string out;
+        size_t start = 0, pos;
+        while ((pos = o.s.find(a0.s, start)) != std::string::npos) {
+          out += o.s.substr(start, pos - start) + a1.s;
+          start = pos + a0.s.size();
+        }
+        return Value::str(out + o.s.substr(start));
+      }
+    }
+    if (o.kind == Value::kDict) {
+      if (m == "get") {
+        HF2PTE_ASSIGN_OR_RETURN(Value k, arg(e, 0, nullptr));
+        HF2PTE_ASSIGN_OR_RETURN(Value def, arg(e, 1, nullptr));
+        Value* v = k.kind == Value::kStr ? o.dict->find(k.s) : nullptr;
+        return v ? *v : (def.kind == Value::kUndefined ? Value::none() : def);
+      }
+      if (m == "items") return items_of(o);
+      if (m == "keys" || m == "values") {
+        Value out = Value::new_list();
+        for (const auto& [k, x] : o.dict->items) out.list->push_back(m == "keys" ? Value::str(k) : x);
+        return out;
+      }
+    }
+    return unsupported("method '." + m + "()' on a " + kind_name(o));
+  }
+
+  Result<Value> filter(const Expr& e) {
+    HF2PTE_ASSIGN_OR_RETURN(Value a, eval(*e.args[0]));
+    const std::string& f = e.name;
+    if (f == "trim") return Value::str(strip(to_str(a), nullptr, true, true));
+    if (f == "length" || f == "count") return Value::integer(length(a));
+    if (f == "upper") return Value::str(change_case(to_str(a), 0));
+    if (f == "lower") return Value::str(change_case(to_str(a), 1));
+    if (f == "capitalize") return Value::str(change_case(to_str(a), 2));
+    if (f == "title") return Value::str(change_case(to_str(a), 3));
+    if (f == "string") return Value::str(to_str(a));
+    if (f == "tojson") {
+      HF2PTE_ASSIGN_OR_RETURN(Value ind, arg(e, 0, "indent"));
+      std::string out;
+      to_json(a, ind.kind == Value::kInt ? std::optional<int>(static_cast<int>(ind.i)) : std::nullopt, 0, out);
+      return Value::str(out);
+    }
+    if (f == "int") {
+      if (a.kind == Value::kInt) return a;
+      if (a.kind == Value::kBool) return Value::integer(a.b);
+      try { return Value::integer(std::stoll(a.s)); } catch (...) { return Value::integer(0); }
+    }
+    if (f == "default" || f == "d") {
+      HF2PTE_ASSIGN_OR_RETURN(Value def, arg(e, 0, "default_value"));
+      HF2PTE_ASSIGN_OR_RETURN(Value boolean, arg(e, 1, "boolean"));
+      bool use_default = a.kind == Value::kUndefined || (boolean.truthy() && !a.truthy());
+      return use_default ? def : a;
+    }
+    if (f == "first" || f == "last" || f == "reverse" || f == "list") {
+      HF2PTE_ASSIGN_OR_RETURN(List l, iterate(a));
+      if (f == "first") return l.empty() ? Value{} : l.front();
+      if (f == "last") return l.empty() ? Value{} : l.back();
+      if (f == "reverse") {
+        std::reverse(l.begin(), l.end());
+        if (a.kind == Value::kStr) {
+          std::string s;
+          for (const auto& c : l) s += c.s;
+          return Value::str(s);
+        }
+      }
+      return Value::new_list(std::move(l));
+    }
+    if (f == "join") {
+      HF2PTE_ASSIGN_OR_RETURN(Value sep, arg(e, 0, "d"));
+      HF2PTE_ASSIGN_OR_RETURN(List l, iterate(a));
+      std::string out;
+      for (size_t k = 0; k < l.size(); ++k) out += (k ? to_str(sep) : "") + to_str(l[k]);
+      return Value::str(out);
+    }
+    if (f == "items") {
+      if (a.kind != Value::kDict) return unsupported(std::string("filter 'items' on a ") + kind_name(a));
+      return items_of(a);
+    }
+    return unsupported("filter '" + f + "'");
+  }
+
+  Result<Value> test(const Expr& e) {
+    HF2PTE_ASSIGN_OR_RETURN(Value a, eval(*e.args[0]));
+    const std::string& t = e.name;
+    bool r;
+    if (t == "defined") r = a.kind != Value::kUndefined;
+    else if (t == "undefined") r = a.kind == Value::kUndefined;
+    else if (t == "none") r = a.kind == Value::kNone;
+    else if (t == "string") r = a.kind == Value::kStr;
+    else if (t == "number" || t == "integer") r = a.kind == Value::kInt;
+    else if (t == "boolean") r = a.kind == Value::kBool;
+    else if (t == "true") r = a.kind == Value::kBool && a.b;
+    else if (t == "false") r = a.kind == Value::kBool && !a.b;
+    else if (t == "mapping") r = a.kind == Value::kDict;
+    else if (t == "sequence" || t == "iterable") r = a.kind == Value::kList || a.kind == Value::kStr || a.kind == Value::kDict;
+    else return unsupported("test 'is " + t + "'");
+    return Value::boolean(r != e.negate);
+  }
+
+  Scope& scope_;
+  int depth_ = 0;
+};
+
+// ---------------------------------------------------------------- template structure
+
+struct Piece {
+  enum K { kText, kOut, kTag } k;
+  std::string s;
+};
+
+bool is_blank(char c) { return c == ' ' || c == '\t'; }
+
+// Finds the end of a tag opened at `from`, skipping quoted strings.
+size_t find_close(std::string_view t, size_t from, std::string_view close) {
+  char quote = 0;
+  for (size_t i = from; i + 1 < t.size(); ++i) {
+    char c = t[i];
+    if (quote) {
+      if (c == '\\') ++i;
+      else if (c == quote) quote = 0;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+    } else if (t.substr(i, close.size()) == close) {
+      return i;
     }
   }
-  if (!stops.empty()) return make_error(ErrorCode::kInvalidInput, "chat template: missing {{% {} %}} (tokenizer_config.json)", stops.back());
+  return std::string_view::npos;
+}
+
+// Cuts the template into text, {{ }} and {% %} pieces. Whitespace handling as
+// Jinja with trim_blocks and lstrip_blocks: `-` strips all whitespace on that
+// side; otherwise a block or comment tag drops the first newline after it and
+// the blanks before it when only blanks precede it on its line (`+` opts out).
+Result<std::vector<Piece>> split_template(std::string_view t) {
+  std::vector<Piece> out;
+  std::string text;
+  size_t i = 0;
+  bool strip_next = false, trim_newline = false;
+  auto push_text = [&]() {
+    if (!text.empty()) out.push_back({Piece::kText, text});
+    text.clear();
+  };
+  while (i < t.size()) {
+    size_t open = i;
+    while (open + 1 < t.size() && !(t[open] == '{' && (t[open + 1] == '{' || t[open + 1] == '%' || t[open + 1] == '#'))) ++open;
+    if (open + 1 >= t.size()) open = t.size();
+    std::string chunk(t.substr(i, open - i));
+    if (strip_next) {
+      size_t k = chunk.find_first_not_of(" \t\n\r");
+      chunk.erase(0, k == std::string::npos ? chunk.size() : k);
+    } else if (trim_newline) {
+      if (chunk.compare(0, 1, "\n") == 0) chunk.erase(0, 1);
+      else if (chunk.compare(0, 2, "\r\n") == 0) chunk.erase(0, 2);
+    }
+    strip_next = trim_newline = false;
+    if (open >= t.size()) {
+      text += chunk;
+      break;
+    }
+    char kind = t[open + 1];
+    size_t body = open + 2;
+    char left = body < t.size() ? t[body] : 0;
+    if (left == '-' || left == '+') ++body;
+    const char* close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
+    size_t end = kind == '#' ? t.find(close, body) : find_close(t, body, close);
+    if (end == std::string_view::npos) return template_error(fmt::format("unclosed '{{{}' tag", kind));
+    size_t inner_end = end;
+    char right = inner_end > body ? t[inner_end - 1] : 0;
+    if (right == '-' || right == '+') --inner_end;
+    bool block = kind != '{';
+    if (left == '-') {
+      chunk.erase(chunk.find_last_not_of(" \t\n\r") + 1);
+    } else if (block && left != '+') {
+      // lstrip_blocks: only blanks between the line start (in the source) and the tag.
+      size_t k = open;
+      while (k > 0 && is_blank(t[k - 1])) --k;
+      if (k == 0 || t[k - 1] == '\n') {
+        while (!chunk.empty() && is_blank(chunk.back())) chunk.pop_back();
+      }
+    }
+    text += chunk;
+    if (right == '-') strip_next = true;
+    else if (block && right != '+') trim_newline = true;
+    if (kind != '#') {
+      push_text();
+      out.push_back({kind == '{' ? Piece::kOut : Piece::kTag, std::string(t.substr(body, inner_end - body))});
+    }
+    i = end + 2;
+  }
+  push_text();
+  return out;
+}
+
+struct Node {
+  enum K { kText, kOut, kIf, kFor, kSet, kBreak, kContinue } k = kText;
+  std::string text;                     // text
+  ExprP expr;                           // output / set value / for iterable
+  ExprP cond;                           // for ... if cond
+  std::vector<std::string> names;       // for variables; set: {name} or {namespace, attribute}
+  std::vector<std::pair<ExprP, std::vector<Node>>> branches;  // if: (cond or null for else, body)
+  std::vector<Node> body;
+};
+
+struct TagStart {
+  std::string keyword;
+  std::unique_ptr<Parser> rest;
+};
+
+Result<TagStart> open_tag(const std::string& src) {
+  HF2PTE_ASSIGN_OR_RETURN(auto toks, lex(src));
+  if (toks.front().k != Tok::kName) return unsupported("tag '{% " + src + " %}'");
+  std::string kw = toks.front().v;
+  toks.erase(toks.begin());
+  return TagStart{kw, std::make_unique<Parser>(std::move(toks))};
+}
+
+Result<ExprP> parse_expr_text(const std::string& src, const char* where) {
+  HF2PTE_ASSIGN_OR_RETURN(auto toks, lex(src));
+  Parser p(std::move(toks));
+  HF2PTE_ASSIGN_OR_RETURN(ExprP e, p.expression());
+  HF2PTE_RETURN_IF_ERROR(p.expect_end(where));
+  return e;
+}
+
+// Parses pieces from `pos` until a tag whose keyword is in `stops`; returns that keyword ("" at the end).
+Result<std::string> parse_block(const std::vector<Piece>& ps, size_t& pos, std::vector<Node>& out,
+                                const std::vector<std::string>& stops, int depth = 0) {
+  if (depth > 64) return unsupported("nesting deeper than 64 blocks");
+  while (pos < ps.size()) {
+    const Piece& p = ps[pos++];
+    if (p.k == Piece::kText) { Node n; n.text = p.s; out.push_back(std::move(n)); continue; }
+    if (p.k == Piece::kOut) {
+      Node n;
+      n.k = Node::kOut;
+      HF2PTE_ASSIGN_OR_RETURN(n.expr, parse_expr_text(p.s, "{{ }}"));
+      out.push_back(std::move(n));
+      continue;
+    }
+    HF2PTE_ASSIGN_OR_RETURN(TagStart tag, open_tag(p.s));
+    for (const auto& st : stops) if (tag.keyword == st) { --pos; return st; }
+    Parser& rest = *tag.rest;
+    Node n;
+    if (tag.keyword == "if") {
+      n.k = Node::kIf;
+      HF2PTE_ASSIGN_OR_RETURN(ExprP cond, rest.expression());
+      HF2PTE_RETURN_IF_ERROR(rest.expect_end("{% if %}"));
+      while (true) {
+        std::vector<Node> body;
+        HF2PTE_ASSIGN_OR_RETURN(std::string stop, parse_block(ps, pos, body, {"elif", "else", "endif"}, depth + 1));
+        if (stop.empty()) return template_error("missing {% endif %}");
+        n.branches.emplace_back(cond, std::move(body));
+        HF2PTE_ASSIGN_OR_RETURN(TagStart next, open_tag(ps[pos++].s));
+        if (stop == "endif") break;
+        if (stop == "else") {
+          cond = nullptr;
+        } else {
+          if (!cond) return template_error("{% elif %} after {% else %}");
+          HF2PTE_ASSIGN_OR_RETURN(cond, next.rest->expression());
+          HF2PTE_RETURN_IF_ERROR(next.rest->expect_end("{% elif %}"));
+        }
+      }
+    } else if (tag.keyword == "for") {
+      n.k = Node::kFor;
+      do {
+        HF2PTE_ASSIGN_OR_RETURN(std::string var, rest.name());
+        n.names.push_back(var);
+      } while (rest.accept(Tok::kOp, ","));
+      if (!rest.accept(Tok::kName, "in")) return unsupported("for loop without 'in'");
+      HF2PTE_ASSIGN_OR_RETURN(n.expr, rest.or_expression());
+      if (rest.accept(Tok::kName, "if")) {
+        HF2PTE_ASSIGN_OR_RETURN(n.cond, rest.or_expression());
+      }
+      if (rest.accept(Tok::kName, "recursive")) return unsupported("recursive for loop");
+      HF2PTE_RETURN_IF_ERROR(rest.expect_end("{% for %}"));
+      HF2PTE_ASSIGN_OR_RETURN(std::string stop, parse_block(ps, pos, n.body, {"endfor", "else"}, depth + 1));
+      if (stop.empty()) return template_error("missing {% endfor %}");
+      if (stop == "else") return unsupported("{% for %}...{% else %}");
+      ++pos;
+    } else if (tag.keyword == "set") {
+      n.k = Node::kSet;
+      HF2PTE_ASSIGN_OR_RETURN(std::string var, rest.name());
+      n.names.push_back(var);
+      if (rest.accept(Tok::kOp, ".")) {
+        HF2PTE_ASSIGN_OR_RETURN(std::string attr, rest.name());
+        n.names.push_back(attr);
+      }
+      if (rest.is(Tok::kOp, ",")) return unsupported("{% set %} of several names");
+      if (!rest.accept(Tok::kOp, "=")) return unsupported("block {% set %}");
+      HF2PTE_ASSIGN_OR_RETURN(n.expr, rest.expression());
+      HF2PTE_RETURN_IF_ERROR(rest.expect_end("{% set %}"));
+    } else if (tag.keyword == "generation") {  // transformers' assistant-mask marker: renders its body
+      HF2PTE_ASSIGN_OR_RETURN(std::string stop, parse_block(ps, pos, out, {"endgeneration"}, depth + 1));
+      if (stop.empty()) return template_error("missing {% endgeneration %}");
+      ++pos;
+      continue;
+    } else if (tag.keyword == "break" || tag.keyword == "continue") {
+      n.k = tag.keyword == "break" ? Node::kBreak : Node::kContinue;
+    } else {
+      return unsupported("tag '{% " + tag.keyword + " %}'");
+    }
+    out.push_back(std::move(n));
+  }
   return std::string();
 }
 
-Status render(const std::vector<Node>& nodes, Scope& scope, std::string& out) {
+enum class Flow { kNormal, kBreak, kContinue };
+
+constexpr size_t kMaxOutput = size_t(64) << 20;  // a runaway template stops at 64 MiB
+
+Result<Flow> render(const std::vector<Node>& nodes, Scope& scope, std::string& out) {
+  Evaluator ev(scope);
   for (const auto& n : nodes) {
-    switch (n.kind) {
+    if (out.size() > kMaxOutput) return template_error("output exceeds 64 MiB");
+    switch (n.k) {
       case Node::kText: out += n.text; break;
       case Node::kOut: {
-        HF2PTE_ASSIGN_OR_RETURN(Value v, eval(n.text, scope));
-        out += v.to_string();
+        HF2PTE_ASSIGN_OR_RETURN(Value v, ev.eval(*n.expr));
+        out += to_str(v);
         break;
       }
       case Node::kSet: {
-        if (n.name.find('.') != std::string::npos) return unsupported("namespace assignment '" + n.name + "'");
-        HF2PTE_ASSIGN_OR_RETURN(Value v, eval(n.text, scope));
-        scope[n.name] = v;
+        HF2PTE_ASSIGN_OR_RETURN(Value v, ev.eval(*n.expr));
+        if (n.names.size() == 1) {
+          scope.vars[n.names[0]] = v;
+          break;
+        }
+        const Value* ns = scope.find(n.names[0]);
+        if (!ns || ns->kind != Value::kDict || !ns->dict->is_namespace) {
+          return unsupported("attribute assignment '" + n.names[0] + "." + n.names[1] + "' on a non-namespace");
+        }
+        ns->dict->set(n.names[1], v);
         break;
       }
       case Node::kIf:
         for (const auto& [cond, body] : n.branches) {
-          HF2PTE_ASSIGN_OR_RETURN(Value c, eval(cond, scope));
-          if (c.truthy()) { HF2PTE_RETURN_IF_ERROR(render(body, scope, out)); break; }
+          bool take = true;
+          if (cond) {
+            HF2PTE_ASSIGN_OR_RETURN(Value c, ev.eval(*cond));
+            take = c.truthy();
+          }
+          if (!take) continue;
+          HF2PTE_ASSIGN_OR_RETURN(Flow f, render(body, scope, out));
+          if (f != Flow::kNormal) return f;
+          break;
         }
         break;
       case Node::kFor: {
-        HF2PTE_ASSIGN_OR_RETURN(Value it, eval(n.text, scope));
-        if (it.kind != Value::kList) return unsupported("for over a non-list");
-        const auto items = *it.list;
-        for (size_t k = 0; k < items.size(); ++k) {
-          Value loop;
-          loop.kind = Value::kMap;
-          loop.map = std::make_shared<Map>(Map{{"index0", Value::integer(int64_t(k))}, {"index", Value::integer(int64_t(k + 1))},
-                                               {"first", Value::boolean(k == 0)}, {"last", Value::boolean(k + 1 == items.size())},
-                                               {"length", Value::integer(int64_t(items.size()))}});
-          scope["loop"] = loop;
-          scope[n.name] = items[k];
-          HF2PTE_RETURN_IF_ERROR(render(n.body, scope, out));
+        HF2PTE_ASSIGN_OR_RETURN(Value it, ev.eval(*n.expr));
+        HF2PTE_ASSIGN_OR_RETURN(List all, iterate(it));
+        List items;
+        for (const auto& x : all) {  // `for x in xs if cond` filters before loop.* is computed
+          if (!n.cond) { items.push_back(x); continue; }
+          Scope probe{{}, &scope};
+          probe.vars[n.names[0]] = x;
+          HF2PTE_ASSIGN_OR_RETURN(Value c, Evaluator(probe).eval(*n.cond));
+          if (c.truthy()) items.push_back(x);
+        }
+        const int64_t len = static_cast<int64_t>(items.size());
+        for (int64_t k = 0; k < len; ++k) {
+          Scope inner{{}, &scope};
+          Value loop = Value::new_dict();
+          loop.dict->items = {{"index0", Value::integer(k)}, {"index", Value::integer(k + 1)},
+                              {"revindex0", Value::integer(len - k - 1)}, {"revindex", Value::integer(len - k)},
+                              {"first", Value::boolean(k == 0)}, {"last", Value::boolean(k + 1 == len)},
+                              {"length", Value::integer(len)},
+                              {"previtem", k > 0 ? items[static_cast<size_t>(k - 1)] : Value{}},
+                              {"nextitem", k + 1 < len ? items[static_cast<size_t>(k + 1)] : Value{}}};
+          inner.vars["loop"] = loop;
+          const Value& x = items[static_cast<size_t>(k)];
+          if (n.names.size() == 1) {
+            inner.vars[n.names[0]] = x;
+          } else {
+            if (x.kind != Value::kList || x.list->size() != n.names.size()) {
+              return template_error(fmt::format("cannot unpack a {} into {} loop variables", kind_name(x), n.names.size()));
+            }
+            for (size_t v = 0; v < n.names.size(); ++v) inner.vars[n.names[v]] = (*x.list)[v];
+          }
+          HF2PTE_ASSIGN_OR_RETURN(Flow f, render(n.body, inner, out));
+          if (f == Flow::kBreak) break;
         }
         break;
       }
+      case Node::kBreak: return Flow::kBreak;
+      case Node::kContinue: return Flow::kContinue;
     }
   }
-  return Status::ok();
+  return Flow::kNormal;
 }
 
 }  // namespace
 
 Result<std::string> render_chat_template(std::string_view tmpl, const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt, const std::string& bos_token,
-                                         const std::string& eos_token) {
+                                         const std::string& eos_token, std::string_view extra_vars_json) {
   HF2PTE_ASSIGN_OR_RETURN(auto pieces, split_template(tmpl));
   std::vector<Node> nodes;
   size_t pos = 0;
   HF2PTE_ASSIGN_OR_RETURN(std::string stop, parse_block(pieces, pos, nodes, {}));
-  (void)stop;
+  if (!stop.empty()) return template_error("unexpected {% " + stop + " %}");
   Scope scope;
-  Value msgs;
-  msgs.kind = Value::kList;
-  msgs.list = std::make_shared<List>();
+  Value msgs = Value::new_list();
   for (const auto& m : messages) {
-    Value v;
-    v.kind = Value::kMap;
-    v.map = std::make_shared<Map>(Map{{"role", Value::str(m.role)}, {"content", Value::str(m.content)}});
+    Value v = Value::new_dict();
+    v.dict->set("role", Value::str(m.role));
+    v.dict->set("content", Value::str(m.content));
+    if (m.reasoning_content) v.dict->set("reasoning_content", Value::str(*m.reasoning_content));
     msgs.list->push_back(v);
   }
-  scope["messages"] = msgs;
-  scope["add_generation_prompt"] = Value::boolean(add_generation_prompt);
-  scope["bos_token"] = Value::str(bos_token);
-  scope["eos_token"] = Value::str(eos_token);
+  scope.vars["messages"] = msgs;
+  scope.vars["add_generation_prompt"] = Value::boolean(add_generation_prompt);
+  scope.vars["bos_token"] = Value::str(bos_token);
+  scope.vars["eos_token"] = Value::str(eos_token);
+  if (!extra_vars_json.empty()) {
+    auto j = nlohmann::ordered_json::parse(extra_vars_json, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      return make_error(ErrorCode::kInvalidArgument, "chat template variables must be a JSON object (command line)");
+    }
+    for (const auto& [k, x] : j.items()) scope.vars[k] = from_json(x);
+  }
   std::string out;
-  HF2PTE_RETURN_IF_ERROR(render(nodes, scope, out));
+  HF2PTE_ASSIGN_OR_RETURN(Flow f, render(nodes, scope, out));
+  (void)f;
   return out;
 }
 

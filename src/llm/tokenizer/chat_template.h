@@ -1,12 +1,23 @@
 // Chat templates (tokenizer_config.json "chat_template"): a Jinja subset
-// large enough for the common Llama/Mistral-style templates: text, {{ }},
-// {% if/elif/else %}, {% for x in xs %} with loop.index0/index/first/last,
-// {% set %}, whitespace control (-), string/int literals, + and ~, comparisons,
-// and/or/not, subscripts and attributes, filters trim/length/upper/lower,
-// tests `is defined` / `is none`, and raise_exception(msg). Anything else is
-// a kNotSupported error naming the construct.
+// large enough for the Llama-3.x, Qwen2.5/Qwen3, DeepSeek-V3 and
+// Mistral-style templates, rendered the way transformers' apply_chat_template
+// does (trim_blocks and lstrip_blocks on, `-`/`+` whitespace control).
+//
+// Supported: text, {{ }}, {# #}, {% if/elif/else %}, {% for x in xs %} and
+// {% for a, b in pairs %} with loop.index/index0/revindex/revindex0/first/
+// last/length/previtem/nextitem, {% set x = e %} and {% set ns.x = e %},
+// namespace(...); literals (string, int, list, dict, true/false/none);
+// + - * // % ~, comparisons, in / not in, and/or/not (short-circuit),
+// `a if c else b`; subscripts, slices ([::-1]), attributes; string methods
+// startswith/endswith/split/strip/lstrip/rstrip/upper/lower/replace/title,
+// mapping methods get/items/keys/values; filters trim/length/count/upper/
+// lower/tojson/string/int/first/last/reverse/join/default/list/items/
+// capitalize/title; tests defined/undefined/none/string/number/integer/
+// boolean/true/false/mapping/sequence/iterable; raise_exception(msg).
+// Anything else is a kNotSupported error that names the construct.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,13 +27,17 @@
 namespace hf2pte::llm {
 
 struct ChatMessage {
-  std::string role;     ///< "system", "user", "assistant"
+  std::string role;     ///< "system", "user", "assistant", "tool"
   std::string content;
+  std::optional<std::string> reasoning_content = std::nullopt;  ///< Qwen3-style thinking of an assistant turn
 };
 
-/// Renders `tmpl` with `messages`, `add_generation_prompt`, `bos_token` and `eos_token` bound.
+/// Renders `tmpl` with `messages`, `add_generation_prompt`, `bos_token` and
+/// `eos_token` bound. `extra_vars_json`, when not empty, is a JSON object whose
+/// members become further template variables (e.g. {"enable_thinking": false},
+/// {"tools": [...]}); messages may also be given there as "messages".
 Result<std::string> render_chat_template(std::string_view tmpl, const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt, const std::string& bos_token,
-                                         const std::string& eos_token);
+                                         const std::string& eos_token, std::string_view extra_vars_json = {});
 
 }  // namespace hf2pte::llm

@@ -1,6 +1,7 @@
 // Normalizers. Only the normalized text matters for ids, so unlike HF we do
 // not track alignments back to the original string.
 #include "llm/tokenizer/components.h"
+#include "llm/tokenizer/precompiled.h"
 #include "llm/tokenizer/unicode.h"
 
 namespace hf2pte::llm::tok {
@@ -88,6 +89,15 @@ class BertNorm : public Normalizer {
   }
 };
 
+class Precompiled : public Normalizer {
+ public:
+  explicit Precompiled(PrecompiledCharsMap map) : map_(std::move(map)) {}
+  std::string normalize(std::string s) const override { return map_.normalize(s); }
+
+ private:
+  PrecompiledCharsMap map_;
+};
+
 class SequenceNorm : public Normalizer {
  public:
   std::vector<std::unique_ptr<Normalizer>> steps;
@@ -132,6 +142,13 @@ Result<std::unique_ptr<Normalizer>> make_normalizer(const Json& j) {
     // strip_accents: null means "follow lowercase", as in HF.
     b->strip_accents = bool_or(j, "strip_accents", b->lower);
     return std::unique_ptr<Normalizer>(std::move(b));
+  }
+  if (type == "Precompiled") {
+    const Json& b64 = j.value("precompiled_charsmap", Json());
+    if (!b64.is_string()) return json_error("Precompiled normalizer without a precompiled_charsmap string");
+    HF2PTE_ASSIGN_OR_RETURN(std::string blob, base64_decode(b64.get<std::string>()));
+    HF2PTE_ASSIGN_OR_RETURN(auto map, PrecompiledCharsMap::parse(blob));
+    return std::unique_ptr<Normalizer>(std::make_unique<Precompiled>(std::move(map)));
   }
   if (type == "Sequence") {
     auto seq = std::make_unique<SequenceNorm>();

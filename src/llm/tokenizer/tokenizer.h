@@ -73,23 +73,29 @@ class Tokenizer {
 /// Streams decoded text token by token without ever emitting half a UTF-8
 /// character or a partial byte-fallback sequence: text is withheld while it
 /// ends in U+FFFD (bytes that may still complete), and flushed at the end.
+///
+/// Each step decodes only a short window (the ids of the last emitted step as
+/// context, plus the ids not emitted yet), so a whole generation costs time
+/// linear in its length. The context is what keeps decoder effects that depend
+/// on position (Metaspace / Strip dropping the first space) right.
 class TextStreamer {
  public:
-  /// `anchor` is the last prompt id: decoding [anchor, generated...] and
-  /// removing decode([anchor]) keeps the leading space that decoders such as
-  /// Metaspace strip from the first token of a sequence.
-  TextStreamer(const Tokenizer& tok, std::optional<int64_t> anchor) : tok_(tok), anchor_(anchor) {}
+  /// `anchor` is the last prompt id: it is the first context, so the leading
+  /// space of the first generated token survives.
+  TextStreamer(const Tokenizer& tok, std::optional<int64_t> anchor);
   /// Adds one id; returns the text that became final.
   std::string push(int64_t id);
   /// Returns whatever is still withheld.
   std::string flush();
 
  private:
-  std::string pending_text(bool final);
+  std::string step(bool final);
+  std::string decode_range(size_t begin, size_t end) const;
   const Tokenizer& tok_;  // not owned; outlives the streamer
-  std::optional<int64_t> anchor_;
   std::vector<int64_t> ids_;
-  size_t printed_ = 0;
+  size_t prefix_ = 0;       ///< first id of the context window
+  size_t read_ = 0;         ///< first id whose text has not been emitted
+  std::string prefix_text_; ///< decode(ids_[prefix_, read_))
 };
 
 }  // namespace hf2pte::llm

@@ -270,12 +270,35 @@ TEST(HostileTest, UseAfterFreeIsAnError) {
 }
 
 TEST(HostileTest, UnplannedTensorWithoutDataIsAnError) {
-  // The kernel's out has no allocation_info: nobody gives it memory.
-  auto m = load_mutated([](PlanBuilder& b, int, int out) { b.tensor_at(out).allocation_info.reset(); });
+  // The kernel's out has no allocation_info and is not a method output:
+  // nobody gives it memory.
+  auto m = load_mutated([](PlanBuilder& b, int x, int out) {
+    b.tensor_at(out).allocation_info.reset();
+    b.plan().outputs = {x};
+  });
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   ASSERT_TRUE((*m)->set_input(0, ones(ScalarType::kFloat, {8})).is_ok());
   Status st = (*m)->execute();
   EXPECT_NE(st.message().find("tensor without memory"), std::string::npos) << st.message();
+}
+
+TEST(HostileTest, UnplannedOutputGetsMemory) {
+  // alloc_graph_output=false: an unplanned method output is given memory for
+  // its bound (by execute(), or by the caller through set_output_buffer).
+  auto m = load_mutated([](PlanBuilder& b, int, int out) { b.tensor_at(out).allocation_info.reset(); });
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_FALSE((*m)->output_planned(0));
+  ASSERT_TRUE((*m)->set_input(0, ones(ScalarType::kFloat, {8})).is_ok());
+  ASSERT_TRUE((*m)->execute().is_ok());
+  auto out = (*m)->output_tensor(0);
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  EXPECT_EQ(reinterpret_cast<const float*>(out->bytes.data())[7], 2.0f);
+  float mine[8] = {};
+  EXPECT_FALSE((*m)->set_output_buffer(0, mine, 16).is_ok());
+  ASSERT_TRUE((*m)->set_output_buffer(0, mine, sizeof mine).is_ok());
+  ASSERT_TRUE((*m)->execute().is_ok());
+  EXPECT_EQ(mine[0], 2.0f);
+  EXPECT_EQ(mine[7], 2.0f);
 }
 
 // The same checks reached through a real upstream file edited with the object API.
