@@ -524,7 +524,8 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
       for (int64_t c = 0; c < w.dims[1]; ++c) {
         const float f = is_int4(w.dtype) ? int4_as_float(w, r, c)
                                          : const_as_float(w, size_t(r * w.dims[1] + c), channel(r, c));
-        p.weights[size_t(transposed ? c * p.k + r : r * p.k + c)] = f;
+        // Packed once, [k, n]: the layout gemm_f32 streams (xnn_ops.cpp).
+        p.weights[size_t(transposed ? r * p.n + c : c * p.n + r)] = f;
       }
     }
     if (b != nullptr) {

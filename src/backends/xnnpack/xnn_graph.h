@@ -101,7 +101,7 @@ struct FullyConnectedParams {
   uint32_t input, filter, bias, output;
   int64_t n = 0, k = 0;
   bool quantized = false;        ///< qint8 input/output: integer accumulation
-  std::vector<float> weights;    ///< [n, k], float path
+  std::vector<float> weights;    ///< [k, n] (packed for gemm_f32), float path
   std::vector<float> bias_f;     ///< [n] or empty, float path
   std::vector<int8_t> weights_q;  ///< [n, k], quantized path
   std::vector<int32_t> bias_q;    ///< [n] or empty, quantized path

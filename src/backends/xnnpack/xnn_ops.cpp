@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/xnnpack/xnn_graph.h"
+#include "kernels/optimized/gemm.h"
 
 namespace hf2pte::xnn {
 
@@ -303,16 +304,18 @@ Status Runner::exec(const XNode& n, const FullyConnectedParams& p) {
   HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out_shape));
   const int64_t rows = numel(x->shape) / std::max<int64_t>(p.k, 1);
   if (!p.quantized) {
-    const float* in = static_cast<const float*>(x->data);
     float* outp = static_cast<float*>(y->data);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = in + r * p.k;
-      for (int64_t j = 0; j < p.n; ++j) {
-        const float* wr = p.weights.data() + j * p.k;
-        float acc = p.bias_f.empty() ? 0.0f : p.bias_f[size_t(j)];
-        for (int64_t i = 0; i < p.k; ++i) acc += xr[i] * wr[i];
-        outp[r * p.n + j] = clamp_om(n, acc);
+    if (rows * p.n == 0) return Status::ok();
+    if (p.k == 0) {
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < p.n; ++j) outp[r * p.n + j] = p.bias_f.empty() ? 0.0f : p.bias_f[size_t(j)];
       }
+    } else {
+      kernels::gemm_f32(rows, p.n, p.k, 1.0f, static_cast<const float*>(x->data), p.weights.data(), 0.0f, outp,
+                        p.bias_f.empty() ? nullptr : p.bias_f.data());
+    }
+    if (std::isfinite(n.out_min) || std::isfinite(n.out_max)) {
+      for (int64_t i = 0, e = rows * p.n; i < e; ++i) outp[i] = clamp_om(n, outp[i]);
     }
     return Status::ok();
   }
@@ -366,6 +369,10 @@ Status Runner::exec(const XNode&, const BatchMatMulParams& p) {
   const float* pa = static_cast<const float*>(a->data);
   const float* pb = static_cast<const float*>(b->data);
   float* py = static_cast<float*>(y->data);
+  if (ba == bb && k > 0) {  // no broadcasting: the batched GEMM of the optimized kernels
+    kernels::batched_gemm_f32(numel(batch), m, nn, k, pa, pb, p.transpose_b, py);
+    return Status::ok();
+  }
   for_each_index(batch, [&](int64_t bi, const int64_t* idx) {
     int64_t oa = 0, ob = 0;
     for (size_t d = 0; d < rank; ++d) {
@@ -391,16 +398,8 @@ Status Runner::exec(const XNode&, const SoftmaxParams& p) {
   HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, x->shape));
   const int64_t inner = x->shape.empty() ? 1 : x->shape.back();
   if (inner == 0) return Status::ok();
-  const float* in = static_cast<const float*>(x->data);
-  float* out = static_cast<float*>(y->data);
-  for (int64_t r = 0, rows = numel(x->shape) / inner; r < rows; ++r) {
-    const float* xr = in + r * inner;
-    float* yr = out + r * inner;
-    const float mx = *std::max_element(xr, xr + inner);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < inner; ++i) sum += (yr[i] = std::exp(xr[i] - mx));
-    for (int64_t i = 0; i < inner; ++i) yr[i] /= sum;
-  }
+  kernels::softmax_rows_f32(static_cast<const float*>(x->data), static_cast<float*>(y->data), numel(x->shape) / inner,
+                            inner);
   return Status::ok();
 }
 
@@ -422,6 +421,10 @@ Status Runner::exec(const XNode&, const TransposeParams& p) {
   Shape out(x->shape.size());
   for (size_t i = 0; i < out.size(); ++i) out[i] = x->shape[p.perm[i]];
   HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
+  if (xdtype_size(x->dtype) == 4) {
+    const Shape perm(p.perm.begin(), p.perm.end());
+    if (kernels::permute_4byte(x->data, y->data, x->shape, perm)) return Status::ok();
+  }
   const Shape st = strides_of(x->shape);
   gather_bytes(y->data, x->data, xdtype_size(x->dtype), out, [&](const int64_t* idx) {
     int64_t off = 0;

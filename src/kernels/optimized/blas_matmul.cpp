@@ -74,6 +74,31 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, cons
   });
 }
 
+void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
+                      float* C) {
+  if (M * N == 0) return;
+  if (M == 1) {
+    const SimdKernels& k = simd();
+    parallel_for(batch, batch * K * N >= 65536 ? 1 : batch, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i) {
+        if (trans_b) {
+          k.gemv_t(A + i * K, B + i * N * K, C + i * N, K, K, 0, N);
+        } else {
+          k.gemv(A + i * K, B + i * K * N, nullptr, C + i * N, K, N, 0, N);
+        }
+      }
+    });
+    return;
+  }
+  blas_single_thread();
+  parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), 1.0f,
+                  A + i * M * K, int(K), B + i * K * N, int(trans_b ? K : N), 0.0f, C + i * M * N, int(N));
+    }
+  });
+}
+
 namespace {
 
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B, float beta, float* C,

@@ -1,7 +1,9 @@
-// The float32 matmul under mm/addmm/bmm, exposed for kernel_bench.
+// Dense routines under the optimized kernels (mm/addmm/bmm, softmax,
+// permute_copy), shared with the XNNPACK payload runner and kernel_bench.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace hf2pte::kernels {
 
@@ -12,5 +14,19 @@ namespace hf2pte::kernels {
 /// block, so OpenBLAS's own spinning threads never compete with the pool.
 void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B, float beta, float* C,
               const float* bias = nullptr);
+
+/// C[b] = A[b] B[b] for b < batch: A[b] [M,K], B[b] [K,N] (or [N,K] when
+/// `trans_b`), C[b] [M,N], all contiguous. Batches across the pool; M = 1 is a
+/// SIMD GEMV per batch (decode attention), larger M a single-threaded sgemm.
+void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
+                      float* C);
+
+/// Contiguous permute of 4-byte elements for the layouts LLM graphs use (last
+/// dim kept, or the last two dims swapped); false (nothing written) otherwise.
+/// `perm` holds normalised dims: output dim i is input dim perm[i].
+bool permute_4byte(const void* src, void* dst, std::span<const int64_t> in_shape, std::span<const int64_t> perm);
+
+/// Softmax over the last dim of `rows` contiguous rows of `n` floats, rows across the pool.
+void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t n);
 
 }  // namespace hf2pte::kernels

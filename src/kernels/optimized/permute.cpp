@@ -5,6 +5,8 @@
 // the same dtype; everything else is the portable kernel's (it owns errors).
 #include "kernels/optimized/optimized_ops.h"
 
+#include "kernels/optimized/gemm.h"
+
 #include <array>
 #include <cstring>
 
@@ -31,42 +33,27 @@ void transpose_2d(const T* src, T* dst, int64_t rows, int64_t cols) {
 
 }  // namespace
 
-// [self, dims, out, ret]
-Status permute_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
-  if (args.size() != 4 || !args[0]->is_tensor() || !args[2]->is_tensor()) return kernels::PermuteCopyOut(ctx, args);
-  const rt::Tensor& self = *args[0]->tensor;
-  rt::Tensor& out = *args[2]->tensor;
-  std::vector<int64_t> dims;
-  const int rank = self.dim();
-  if (!rt::arg_int_list(args[1], "dims", &dims) || int(dims.size()) != rank || rank < 2 || rank > 8 ||
-      self.dtype() != out.dtype() || element_size(self.dtype()) != 4 || !self.is_contiguous() ||
-      self.raw_data() == nullptr) {
-    return kernels::PermuteCopyOut(ctx, args);
-  }
-  std::array<int64_t, 8> shape{}, src_stride{};
-  uint32_t seen = 0;
+bool permute_4byte(const void* src_data, void* dst_data, std::span<const int64_t> in_shape,
+                   std::span<const int64_t> perm) {
+  const int rank = int(in_shape.size());
+  if (rank < 2 || rank > 8 || int(perm.size()) != rank) return false;
+  std::array<int64_t, 8> in_stride{}, shape{}, src_stride{};
+  in_stride[size_t(rank - 1)] = 1;
+  for (int d = rank - 2; d >= 0; --d) in_stride[size_t(d)] = in_stride[size_t(d + 1)] * in_shape[size_t(d + 1)];
+  int64_t numel = 1;
+  for (int64_t s : in_shape) numel *= s;
+  if (numel == 0) return true;
   for (int i = 0; i < rank; ++i) {
-    int64_t d = dims[size_t(i)] < 0 ? dims[size_t(i)] + rank : dims[size_t(i)];
-    if (d < 0 || d >= rank || (seen & (1u << d))) return kernels::PermuteCopyOut(ctx, args);
-    seen |= 1u << d;
-    dims[size_t(i)] = d;
-    shape[size_t(i)] = self.size(int(d));
-    src_stride[size_t(i)] = self.strides()[size_t(d)];
-  }
-  if (!out.resize(std::span<const int64_t>(shape.data(), size_t(rank))) || !out.is_contiguous()) {
-    return kernels::PermuteCopyOut(ctx, args);
-  }
-  if (self.numel() == 0) {
-    if (args[3] != args[2]) *args[3] = *args[2];
-    return Status::ok();
+    shape[size_t(i)] = in_shape[size_t(perm[size_t(i)])];
+    src_stride[size_t(i)] = in_stride[size_t(perm[size_t(i)])];
   }
   bool leading_identity = true;
-  for (int i = 0; i + 2 < rank; ++i) leading_identity = leading_identity && dims[size_t(i)] == i;
-  const auto* src = static_cast<const uint32_t*>(self.raw_data());
-  auto* dst = static_cast<uint32_t*>(out.raw_data());
-  if (dims[size_t(rank - 1)] == rank - 1) {
+  for (int i = 0; i + 2 < rank; ++i) leading_identity = leading_identity && perm[size_t(i)] == i;
+  const auto* src = static_cast<const uint32_t*>(src_data);
+  auto* dst = static_cast<uint32_t*>(dst_data);
+  if (perm[size_t(rank - 1)] == rank - 1) {
     // Rows of the last dim stay contiguous: one memcpy per output row.
-    const int64_t row = shape[size_t(rank - 1)], rows = out.numel() / row;
+    const int64_t row = shape[size_t(rank - 1)], rows = numel / row;
     parallel_for(rows, rows * row >= 65536 ? 1 : rows, [&](int64_t r0, int64_t r1) {
       std::array<int64_t, 8> idx{};
       int64_t rem = r0;
@@ -81,15 +68,44 @@ Status permute_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
         }
       }
     });
-  } else if (leading_identity) {
+    return true;
+  }
+  if (leading_identity) {
     // [..., R, C] -> [..., C, R]
-    const int64_t rows = self.size(rank - 2), cols = self.size(rank - 1), batch = self.numel() / (rows * cols);
+    const int64_t rows = in_shape[size_t(rank - 2)], cols = in_shape[size_t(rank - 1)], batch = numel / (rows * cols);
     parallel_for(batch, batch * rows * cols >= 65536 ? 1 : batch, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) transpose_2d(src + b * rows * cols, dst + b * rows * cols, rows, cols);
     });
-  } else {
+    return true;
+  }
+  return false;
+}
+
+// [self, dims, out, ret]
+Status permute_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  if (args.size() != 4 || !args[0]->is_tensor() || !args[2]->is_tensor()) return kernels::PermuteCopyOut(ctx, args);
+  const rt::Tensor& self = *args[0]->tensor;
+  rt::Tensor& out = *args[2]->tensor;
+  std::vector<int64_t> dims;
+  const int rank = self.dim();
+  if (!rt::arg_int_list(args[1], "dims", &dims) || int(dims.size()) != rank || rank < 2 || rank > 8 ||
+      self.dtype() != out.dtype() || element_size(self.dtype()) != 4 || !self.is_contiguous() ||
+      self.raw_data() == nullptr) {
     return kernels::PermuteCopyOut(ctx, args);
   }
+  std::array<int64_t, 8> shape{};
+  uint32_t seen = 0;
+  for (int i = 0; i < rank; ++i) {
+    int64_t d = dims[size_t(i)] < 0 ? dims[size_t(i)] + rank : dims[size_t(i)];
+    if (d < 0 || d >= rank || (seen & (1u << d))) return kernels::PermuteCopyOut(ctx, args);
+    seen |= 1u << d;
+    dims[size_t(i)] = d;
+    shape[size_t(i)] = self.size(int(d));
+  }
+  if (!out.resize(std::span<const int64_t>(shape.data(), size_t(rank))) || !out.is_contiguous()) {
+    return kernels::PermuteCopyOut(ctx, args);
+  }
+  if (!permute_4byte(self.raw_data(), out.raw_data(), self.sizes(), dims)) return kernels::PermuteCopyOut(ctx, args);
   if (args[3] != args[2]) *args[3] = *args[2];
   return Status::ok();
 }

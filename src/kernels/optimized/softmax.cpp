@@ -3,6 +3,8 @@
 // tensors, non-float) goes to the portable kernel, which owns the errors.
 #include "kernels/optimized/optimized_ops.h"
 
+#include "kernels/optimized/gemm.h"
+
 #include "kernels/optimized/simd_kernels.h"
 #include "kernels/optimized/thread_pool.h"
 #include "kernels/portable/kernels.h"
@@ -25,15 +27,17 @@ Status softmax_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
     return kernels::SoftmaxOut(ctx, args);
   }
   if (!out.resize(self.sizes()) || !out.is_contiguous()) return kernels::SoftmaxOut(ctx, args);
-  const int64_t n = self.size(rank - 1), rows = self.numel() / n;
-  const float* x = self.data<float>();
-  float* y = out.data<float>();
+  const int64_t n = self.size(rank - 1);
+  softmax_rows_f32(self.data<float>(), out.data<float>(), self.numel() / n, n);
+  if (args[4] != args[3]) *args[4] = *args[3];
+  return Status::ok();
+}
+
+void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t n) {
   const SimdKernels& k = simd();
   parallel_for(rows, rows * n >= 16384 ? 1 : rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) k.softmax_row(x + r * n, y + r * n, n);
   });
-  if (args[4] != args[3]) *args[4] = *args[3];
-  return Status::ok();
 }
 
 }  // namespace hf2pte::kernels
