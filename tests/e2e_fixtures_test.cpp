@@ -26,8 +26,11 @@ namespace {
 
 constexpr double kLogitsAtol = 1e-4;  // fixtures README: tolerance_suggestion.logits_atol
 
+// The portable program (reference kernels, no delegates): the default backend,
+// XNNPACK, runs the same fixtures in xnnpack_export_test.cpp.
 std::string export_fixture(const std::string& dir, const std::string& name) {
   exp::ExportRequest req;
+  req.config.backend = exp::Backend::kPortable;
   req.model_dir = dir;
   req.output_path = test::temp_dir(name) + "/model.pte";
   auto s = exp::export_model(req);

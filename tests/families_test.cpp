@@ -607,7 +607,7 @@ TEST(StableLm, MatchesNaiveForward) {
   const Tensors w = with_biases(fixture_tensors("llama-gqa"), false, true);
   auto pte = export_dir(write_checkpoint("stablelm", c, w));
   ASSERT_TRUE(pte.is_ok()) << pte.status().message();
-  NaiveDecoder ref{w, 96, 6, 2, 16, 4, 2, 512, 1e-5, 500000.0, true, std::nullopt};
+  NaiveDecoder ref{w, 96, 6, 2, 16, 4, 2, 512, 1e-5, 500000.0, true, std::nullopt, "lm_head.weight", false, {}, 1.0};
   const auto ids = fixture_ids("llama-gqa");
   const auto expected = ref.forward(ids);
   const auto got = run_logits(*pte, ids);
@@ -660,7 +660,8 @@ Tensors starcoder2_tensors() {
 TEST(Starcoder2, MatchesNaiveForwardWithAndWithoutWindow) {
   const Tensors w = starcoder2_tensors();
   const auto ids = fixture_ids("llama-gqa");  // 10 tokens
-  NaiveDecoder ref{w, 96, 6, 2, 16, 16, 2, 512, 1e-5, 500000.0, false, std::nullopt, "model.embed_tokens.weight"};
+  NaiveDecoder ref{w, 96, 6, 2, 16, 16, 2, 512, 1e-5, 500000.0, false, std::nullopt, "model.embed_tokens.weight",
+                   false, {}, 1.0};
   auto full = export_dir(write_checkpoint("starcoder2", starcoder2_config(std::nullopt), w));
   ASSERT_TRUE(full.is_ok()) << full.status().message();
   const auto no_window = run_logits(*full, ids);
@@ -719,9 +720,8 @@ TEST(Phi3, PartialRotaryLongRopeTiedMatchesNaiveForward) {
     }
   }
   const auto ids = fixture_ids("phi3");
-  NaiveDecoder ref{naive, 96, 6, 2, 16, 12, 2, 320, 1e-5, 10000.0, true, std::nullopt, "model.embed_tokens.weight"};
-  ref.rms = true;
-  ref.attention_factor = std::sqrt(1 + std::log(4.0) / std::log(256.0));
+  NaiveDecoder ref{naive, 96, 6, 2, 16, 12, 2, 320, 1e-5, 10000.0, true, std::nullopt, "model.embed_tokens.weight",
+                   true, {}, std::sqrt(1 + std::log(4.0) / std::log(256.0))};
   for (auto [max_seq_len, factors] : {std::pair{int64_t{256}, short_f}, std::pair{int64_t{512}, long_f}}) {
     auto pte = export_dir(write_checkpoint("phi4-mini-" + std::to_string(max_seq_len), c, w), max_seq_len);
     ASSERT_TRUE(pte.is_ok()) << pte.status().message();
@@ -738,6 +738,37 @@ TEST(Phi3, PartialRotaryLongRopeTiedMatchesNaiveForward) {
     full_rotary.rotary_dim = 16;
     full_rotary.rope_divisors.resize(8, 1.0);
     EXPECT_GT(test::max_abs_diff(got, full_rotary.forward(ids)), kControlMin);
+  }
+}
+
+// ---- Llama 3.2 / SmolLM2 / Qwen2.5 (tied llama / qwen2 rows) -------------------------
+
+// The small Llama 3.2, SmolLM2 and Qwen2.5 checkpoints tie the output
+// projection to the embeddings and ship no lm_head: such a checkpoint must
+// equal the untied one whose lm_head is a copy of the embeddings, and (the
+// llama3-rope and qwen2 fixtures being tied) the reference.
+TEST(TiedFamilies, TiedCheckpointEqualsExplicitCopy) {
+  for (const char* name : {"llama3-rope", "qwen2"}) {
+    Tensors untied = fixture_tensors(name);
+    untied["lm_head.weight"] = untied["model.embed_tokens.weight"];
+    Tensors tied = untied;
+    tied.erase("lm_head.weight");
+    json c = fixture_config(name);
+    c["tie_word_embeddings"] = true;
+    auto a = export_dir(write_checkpoint(std::string(name) + "-tied", c, tied));
+    ASSERT_TRUE(a.is_ok()) << a.status().message();
+    c["tie_word_embeddings"] = false;
+    auto b = export_dir(write_checkpoint(std::string(name) + "-copy", c, untied));
+    ASSERT_TRUE(b.is_ok()) << b.status().message();
+    const auto ids = fixture_ids(name);
+    const auto tied_logits = run_logits(*a, ids);
+    EXPECT_LE(test::max_abs_diff(tied_logits, run_logits(*b, ids)), 1e-6) << name;
+    // Both fixtures are tied checkpoints themselves (Llama 3.x RoPE + tied = Llama 3.2 1B's layout).
+    EXPECT_LE(test::max_abs_diff(tied_logits, fixture_logits(name)), kLogitsAtol) << name;
+    // Untied without lm_head is a missing tensor, named.
+    auto missing = export_dir(write_checkpoint(std::string(name) + "-missing", c, tied));
+    ASSERT_FALSE(missing.is_ok());
+    EXPECT_NE(missing.status().message().find("lm_head.weight"), std::string::npos) << missing.status().message();
   }
 }
 

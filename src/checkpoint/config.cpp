@@ -536,7 +536,8 @@ Result<LlamaFamilyConfig> parse_renamed(const json& config, const Defaults& d, c
     c.eos_token_ids = {*d.eos_token_id};
   }
 
-  if (d.original_max_position_embeddings || config.contains("original_max_position_embeddings")) {
+  auto top_original = config.find("original_max_position_embeddings");
+  if (d.original_max_position_embeddings || (top_original != config.end() && !top_original->is_null())) {
     // HF's longrope reads the attribute from any config that has it.
     HF2PTE_ASSIGN_OR_RETURN(int64_t v, get_int_or(config, "original_max_position_embeddings",
                                                   d.original_max_position_embeddings.value_or(0), where));

@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
   auto* ex = app.add_subcommand("export", "export a checkpoint folder to a .pte file");
   ex->add_option("model_dir", ea.model_dir, "Hugging Face checkpoint folder")->required();
   ex->add_option("-o,--output", ea.output, "output .pte file")->required();
-  ex->add_option("--backend", ea.backend, "portable | xnnpack | cuda");
+  ex->add_option("--backend", ea.backend, "xnnpack (default) | portable | cuda");
   ex->add_option("--dtype", ea.dtype, "fp32 | fp16 | bf16");
   ex->add_option("--max-seq-len", ea.max_seq_len, "maximum sequence length (KV cache size)");
   ex->add_flag("--no-kv-cache", ea.no_kv_cache, "export without a KV cache");

@@ -261,7 +261,7 @@ Replacement sdpa_to_math(Graph& g, const Node& n) {
 
 /// outputs[i] = slice_copy(x, d, start_i, start_i + len_i), lengths read off the node's outputs.
 Replacement narrow_pieces(Graph& g, const Node& n) {
-  ValueId x = std::get<ValueId>(n.args[0]);
+  HF2PTE_ASSIGN_OR_RETURN(ValueId x, contiguous(g, std::get<ValueId>(n.args[0]), n.name + ".contiguous"));
   HF2PTE_ASSIGN_OR_RETURN(int d, node_dim(g, x, n.args[2]));
   std::vector<ValueId> outs;
   SymInt start = 0;
@@ -298,7 +298,7 @@ Replacement chunk_to_narrow(Graph& g, const Node& n) {
 // Works on the last dim (other dims are permuted there and back).
 Replacement topk_to_argsort_gather(Graph& g, const Node& n) {
   if (n.op != OpId::Topk) return no_match();
-  ValueId x = std::get<ValueId>(n.args[0]);
+  HF2PTE_ASSIGN_OR_RETURN(ValueId x, contiguous(g, std::get<ValueId>(n.args[0]), n.name + ".contiguous"));
   const TensorType xt = g.type(x);
   HF2PTE_ASSIGN_OR_RETURN(int d, node_dim(g, x, n.args[2]));
   const bool largest = std::get<bool>(n.args[3]);
@@ -353,19 +353,18 @@ Replacement detach_to_identity(Graph&, const Node& n) {
 
 // ---- item 9: avg_pool2d ----
 
-// avg_pool2d(x, k, s, p, ceil_mode=False, count_include_pad, divisor_override)
+// avg_pool2d(x, k, s, p, ceil_mode, count_include_pad, divisor_override)
 //   -> convolution(x, W, None, s, p, [1, 1], groups=C) with W[c, 0] = 1 / divisor:
 // a depthwise conv with a ones/divisor kernel; the kernel is clamped to the padded
-// input (k = min(k, H + 2p)); divisor = divisor_override, else k_h*k_w when the
-// padding counts (or there is none), else the per-window count of real elements,
-// a constant [OH, OW] map the sum is divided by.
+// input (k = min(k, H + 2p)). divisor = divisor_override, else torch's per-window
+// size: the window [i*s - p, i*s - p + k) clipped to [-p, H + p) (count_include_pad)
+// or to [0, H); when that is not one number, W = ones and the sum is divided by the
+// constant [OH, OW] map of them. ceil_mode's last window may pass the padded input:
+// x is first extended on the right/bottom by zeros (cat) so the conv sees it whole.
 Replacement avg_pool2d_to_depthwise_conv(Graph& g, const Node& n) {
   if (n.op != OpId::AvgPool2d) return no_match();
-  ValueId x = std::get<ValueId>(n.args[0]);
+  HF2PTE_ASSIGN_OR_RETURN(ValueId x, contiguous(g, std::get<ValueId>(n.args[0]), n.name + ".contiguous"));
   const TensorType xt = g.type(x);
-  if (std::get<bool>(n.args[4])) {
-    return make_error(ErrorCode::kNotSupported, "avg_pool2d with ceil_mode=True has no convolution form");
-  }
   const int r = xt.rank();
   for (int i = r - 3; i < r; ++i) {
     if (!xt.sizes[size_t(i)].is_constant()) {
@@ -374,6 +373,8 @@ Replacement avg_pool2d_to_depthwise_conv(Graph& g, const Node& n) {
   }
   const int64_t C = xt.sizes[size_t(r - 3)].constant_value();
   const int64_t in[2] = {xt.sizes[size_t(r - 2)].constant_value(), xt.sizes[size_t(r - 1)].constant_value()};
+  const auto ys = g.type(n.outputs[0]).sizes;
+  const int64_t out[2] = {ys[size_t(r - 2)].constant_value(), ys[size_t(r - 1)].constant_value()};
   const auto& kl = std::get<IntList>(n.args[1]);
   const auto& sl = std::get<IntList>(n.args[2]);
   const auto& pl = std::get<IntList>(n.args[3]);
@@ -383,41 +384,53 @@ Replacement avg_pool2d_to_depthwise_conv(Graph& g, const Node& n) {
     if (!v.is_constant()) return make_error(ErrorCode::kNotSupported, "avg_pool2d: symbolic window arguments");
     return v.constant_value();
   };
-  int64_t kk[2], ss[2], pp[2];
+  int64_t kk[2], ss[2], pp[2], extra[2];
   for (size_t i = 0; i < 2; ++i) {
     HF2PTE_ASSIGN_OR_RETURN(int64_t k, pick(kl, i, 1));
     HF2PTE_ASSIGN_OR_RETURN(pp[i], pick(pl, i, 0));
     HF2PTE_ASSIGN_OR_RETURN(ss[i], pick(sl, i, k));
     kk[i] = std::min(k, in[i] + 2 * pp[i]);
+    extra[i] = std::max<int64_t>(0, (out[i] - 1) * ss[i] + kk[i] - (in[i] + 2 * pp[i]));  // ceil_mode only
   }
   const bool include_pad = std::get<bool>(n.args[5]);
   std::optional<int64_t> divisor;
   if (!std::holds_alternative<None>(n.args[6])) { HF2PTE_ASSIGN_OR_RETURN(divisor, const_int(n.args[6], "divisor_override")); }
-  if (!divisor && (include_pad || (pp[0] == 0 && pp[1] == 0))) divisor = kk[0] * kk[1];
   if (divisor && *divisor == 0) return make_error(ErrorCode::kInvalidInput, "avg_pool2d: divisor_override must be non-zero");
+  std::vector<float> count(static_cast<size_t>(out[0] * out[1]));
+  for (int64_t i = 0; i < out[0]; ++i) {
+    for (int64_t j = 0; j < out[1]; ++j) {
+      int64_t h0 = i * ss[0] - pp[0], w0 = j * ss[1] - pp[1];
+      int64_t h1 = std::min(h0 + kk[0], in[0] + pp[0]), w1 = std::min(w0 + kk[1], in[1] + pp[1]);
+      if (!include_pad) h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0), h1 = std::min(h1, in[0]), w1 = std::min(w1, in[1]);
+      count[size_t(i * out[1] + j)] = float((h1 - h0) * (w1 - w0));
+    }
+  }
+  if (!divisor && std::all_of(count.begin(), count.end(), [&](float c) { return c == count[0]; })) divisor = int64_t(count[0]);
   std::vector<float> w(static_cast<size_t>(C * kk[0] * kk[1]), divisor ? float(1.0 / double(*divisor)) : 1.0f);
   ValueId wc = table_constant<float>(g, xt.dtype, {C, 1, kk[0], kk[1]}, w, n.name + ".weight",
                                      divisor ? fmt::format("ones/{} [{}, 1, {}, {}]", *divisor, C, kk[0], kk[1])
                                              : fmt::format("ones [{}, 1, {}, {}]", C, kk[0], kk[1]));
   ValueId x4 = x;
   if (r == 3) { HF2PTE_ASSIGN_OR_RETURN(x4, g.add(OpId::ViewCopyOut, {x, IntList{1, C, in[0], in[1]}}, n.name + ".in4d")); }
+  for (size_t i = 0; i < 2; ++i) {
+    if (extra[i] == 0) continue;
+    IntList zs = g.type(x4).sizes;
+    zs[2 + i] = extra[i];
+    std::vector<int64_t> zsizes;
+    for (const auto& z : zs) zsizes.push_back(z.constant_value());
+    int64_t zn = 1;
+    for (auto z : zsizes) zn *= z;
+    ValueId zeros = table_constant<float>(g, xt.dtype, zsizes, std::vector<float>(static_cast<size_t>(zn), 0.0f),
+                                          fmt::format("{}.zeros{}", n.name, i), "zeros (ceil_mode)");
+    HF2PTE_ASSIGN_OR_RETURN(x4, g.add(OpId::CatOut, {graph::TensorList{x4, zeros}, int64_t(2 + i)}, fmt::format("{}.extend{}", n.name, i)));
+  }
   HF2PTE_ASSIGN_OR_RETURN(ValueId y, g.add(OpId::ConvolutionOut,
                                            {x4, wc, None{}, IntList{ss[0], ss[1]}, IntList{pp[0], pp[1]}, IntList{1, 1}, false,
                                             IntList{0, 0}, SymInt(C)},
                                            n.name + (divisor && r == 4 ? "" : ".sum")));
   if (!divisor) {
-    // count_include_pad=False with padding: divide by the real elements under each window.
-    const auto ys = g.type(y).sizes;
-    const int64_t oh = ys[2].constant_value(), ow = ys[3].constant_value();
-    std::vector<float> count(static_cast<size_t>(oh * ow));
-    for (int64_t i = 0; i < oh; ++i) {
-      for (int64_t j = 0; j < ow; ++j) {
-        int64_t h0 = std::max<int64_t>(i * ss[0] - pp[0], 0), h1 = std::min(i * ss[0] - pp[0] + kk[0], in[0]);
-        int64_t w0 = std::max<int64_t>(j * ss[1] - pp[1], 0), w1 = std::min(j * ss[1] - pp[1] + kk[1], in[1]);
-        count[size_t(i * ow + j)] = float((h1 - h0) * (w1 - w0));
-      }
-    }
-    ValueId cc = table_constant<float>(g, xt.dtype, {oh, ow}, count, n.name + ".count", fmt::format("window counts [{}, {}]", oh, ow));
+    ValueId cc = table_constant<float>(g, xt.dtype, {out[0], out[1]}, count, n.name + ".count",
+                                       fmt::format("window sizes [{}, {}]", out[0], out[1]));
     HF2PTE_ASSIGN_OR_RETURN(y, g.add(OpId::DivOut, {y, cc}, n.name + (r == 4 ? "" : ".avg")));
   }
   if (r == 3) { HF2PTE_ASSIGN_OR_RETURN(y, g.add(OpId::ViewCopyOut, {y, g.type(n.outputs[0]).sizes}, n.name)); }
@@ -436,8 +449,8 @@ Result<ValueId> count_before(Graph& g, ValueId seq, ValueId values_col, bool rig
 // the number of boundaries before x, i.e. the i with b[i-1] < x <= b[i] (<= / < when right).
 Replacement bucketize_to_compare_sum(Graph& g, const Node& n) {
   if (n.op != OpId::BucketizeTensor) return no_match();
-  ValueId x = std::get<ValueId>(n.args[0]);
-  ValueId b = std::get<ValueId>(n.args[1]);
+  HF2PTE_ASSIGN_OR_RETURN(ValueId x, contiguous(g, std::get<ValueId>(n.args[0]), n.name + ".x_contiguous"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId b, contiguous(g, std::get<ValueId>(n.args[1]), n.name + ".b_contiguous"));
   if (g.type(b).rank() != 1) return make_error(ErrorCode::kInvalidInput, "bucketize: boundaries must be 1-D; got {}", g.type(b).str());
   IntList col = g.type(x).sizes;
   col.emplace_back(1);
@@ -451,8 +464,8 @@ Replacement bucketize_to_compare_sum(Graph& g, const Node& n) {
 // an N-D s has one sorted row per leading index of v.
 Replacement searchsorted_to_compare_sum(Graph& g, const Node& n) {
   if (n.op != OpId::SearchsortedTensor) return no_match();
-  ValueId s = std::get<ValueId>(n.args[0]);
-  ValueId v = std::get<ValueId>(n.args[1]);
+  HF2PTE_ASSIGN_OR_RETURN(ValueId s, contiguous(g, std::get<ValueId>(n.args[0]), n.name + ".s_contiguous"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId v, contiguous(g, std::get<ValueId>(n.args[1]), n.name + ".v_contiguous"));
   const TensorType st = g.type(s), vt = g.type(v);
   ValueId seq = s;
   if (st.rank() > 1) {
@@ -504,7 +517,7 @@ Replacement adaptive_avg_pool2d_to_windows(Graph& g, const Node& n) {
   if (!v) return no_match();
   auto [H, W, OH, OW] = *v;
   if (OH <= 0 || OW <= 0) return make_error(ErrorCode::kInvalidInput, "adaptive_avg_pool2d: output size must be positive");
-  ValueId x = std::get<ValueId>(n.args[0]);
+  HF2PTE_ASSIGN_OR_RETURN(ValueId x, contiguous(g, std::get<ValueId>(n.args[0]), n.name + ".contiguous"));
   std::vector<ValueId> row_vals;
   for (int64_t i = 0; i < OH; ++i) {
     const int64_t h0 = i * H / OH, h1 = ((i + 1) * H + OH - 1) / OH;
@@ -596,11 +609,14 @@ Replacement cummin_to_masked_amin(Graph& g, const Node& n) {
 // the tensor form). rand is aten::rand.out: upstream portable has no rand_like.
 Replacement bernoulli_to_rand_lt(Graph& g, const Node& n) {
   if (n.op != OpId::Bernoulli && n.op != OpId::BernoulliP) return no_match();
-  ValueId x = std::get<ValueId>(n.args[0]);
-  const TensorType xt = g.type(x);
+  const TensorType xt = g.type(std::get<ValueId>(n.args[0]));
   if (xt.dtype != ScalarType::kFloat) return make_error(ErrorCode::kNotSupported, "bernoulli of {}; expected f32", xt.str());
-  ValueId p = x;
-  if (n.op == OpId::BernoulliP) p = scalar_constant(g, xt.dtype, float(std::get<double>(n.args[1])), n.name + ".p");
+  ValueId p;
+  if (n.op == OpId::BernoulliP) {
+    p = scalar_constant(g, xt.dtype, float(std::get<double>(n.args[1])), n.name + ".p");
+  } else {
+    HF2PTE_ASSIGN_OR_RETURN(p, contiguous(g, std::get<ValueId>(n.args[0]), n.name + ".contiguous"));
+  }
   HF2PTE_ASSIGN_OR_RETURN(ValueId u, g.add(OpId::RandOut, {IntList(xt.sizes)}, n.name + ".uniform"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId hit, g.add(OpId::LtTensorOut, {u, p}, n.name + ".hit"));
   ValueId one = scalar_constant(g, xt.dtype, 1.0f, n.name + ".one");
@@ -615,9 +631,9 @@ Replacement bernoulli_to_rand_lt(Graph& g, const Node& n) {
 // (stride-0) dim: a new leading dim or a size-1 dim grown. The copy is contiguous.
 Replacement expand_to_copy(Graph& g, const Node& n) {
   if (n.op != OpId::Expand) return no_match();
-  ValueId x = std::get<ValueId>(n.args[0]);
   const auto out_sizes = g.type(n.outputs[0]).sizes;
-  if (g.type(x).sizes == out_sizes) return no_match();
+  if (g.type(std::get<ValueId>(n.args[0])).sizes == out_sizes) return no_match();
+  HF2PTE_ASSIGN_OR_RETURN(ValueId x, contiguous(g, std::get<ValueId>(n.args[0]), n.name + ".contiguous"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId y, g.add(OpId::ExpandCopyOut, {x, IntList(out_sizes)}, n.name));
   return replaced_by(y);
 }

@@ -26,7 +26,7 @@ struct DimBound {
 };
 
 struct ExportConfig {
-  Backend backend = Backend::kPortable;
+  Backend backend = Backend::kXnnpack;
   ScalarType dtype = ScalarType::kFloat;
   std::optional<int64_t> max_seq_len;
   bool alloc_graph_input = true;

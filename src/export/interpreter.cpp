@@ -170,6 +170,10 @@ Status ref_sdpa(const rt::Tensor& q, const rt::Tensor& k, const rt::Tensor& v, c
 
 /// dst[idx] = src[idx] for every index of src's sizes, each through its own strides.
 void copy_logical(const rt::Tensor& src, rt::Tensor& dst) {
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    if (src.nbytes() > 0) std::memcpy(dst.raw_data(), src.raw_data(), src.nbytes());
+    return;
+  }
   const size_t es = element_size(src.dtype());
   const auto* in = static_cast<const uint8_t*>(src.raw_data());
   auto* out = static_cast<uint8_t*>(dst.raw_data());

@@ -546,7 +546,13 @@ Outs ExpandCopyOut(const Graph& g, const Args& a) {
   HF2PTE_ASSIGN_OR_RETURN(auto sizes, expanded_sizes(*x, size));
   return one(like(*x, std::move(sizes), x->dtype));
 }
-Outs Expand(const Graph& g, const Args& a) { return ExpandCopyOut(g, a); }
+// expand is a view: without a broadcast dim it is the input itself, layout included.
+Outs Expand(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto outs, ExpandCopyOut(g, a));
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  if (std::get<TensorType>(outs[0]).sizes == x->sizes) return one(*x);
+  return outs;
+}
 
 // out[n, o, h, w] over 2-D spatial dims: (H + 2p - d(k-1) - 1) // s + 1
 Outs ConvolutionOut(const Graph& g, const Args& a) {
@@ -624,7 +630,11 @@ Outs Topk(const Graph& g, const Args& a) {
   return std::vector<OutputType>{like(*x, sizes, x->dtype), like(*x, sizes, ScalarType::kLong)};
 }
 
-Outs Detach(const Graph& g, const Args& a) { return same_as_first(g, a); }
+// detach is a view: same type, layout included.
+Outs Detach(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  return one(*x);
+}
 
 // out = (H + 2p - k) // s + 1 (ceil_mode: ceil-div, minus one if the last window starts in the right padding)
 Outs AvgPool2d(const Graph& g, const Args& a) {

@@ -89,7 +89,7 @@ Result<RopeFrequencies> compute_dynamic(const RopeSpec& spec, const Scaling& sc,
 // extrapolated (plain) and interpolated (plain / factor) frequencies over the
 // dims that rotate between beta_slow and beta_fast times in the original context.
 Result<RopeFrequencies> compute_yarn(const RopeSpec& spec, const Scaling& sc, int64_t) {
-  HF2PTE_ASSIGN_OR_RETURN(double factor, sc.number("factor"));
+  HF2PTE_ASSIGN_OR_RETURN(auto given_factor, sc.optional_number("factor"));
   HF2PTE_ASSIGN_OR_RETURN(auto attention_factor, sc.optional_number("attention_factor"));
   HF2PTE_ASSIGN_OR_RETURN(auto mscale, sc.optional_number("mscale"));
   HF2PTE_ASSIGN_OR_RETURN(auto mscale_all_dim, sc.optional_number("mscale_all_dim"));
@@ -105,6 +105,9 @@ Result<RopeFrequencies> compute_yarn(const RopeSpec& spec, const Scaling& sc, in
   }
   // HF: `x or default`, so 0 means the default too.
   const double ctx = original.value_or(0) != 0 ? *original : double(spec.max_position_embeddings);
+  // transformers 5.x: a null factor is max_position_embeddings / original (DeepSeek-V3 style).
+  if (!given_factor && !original) HF2PTE_RETURN_IF_ERROR(sc.number("factor").status());
+  const double factor = given_factor ? *given_factor : double(spec.max_position_embeddings) / ctx;
   const double fast = beta_fast.value_or(0) != 0 ? *beta_fast : 32.0;
   const double slow = beta_slow.value_or(0) != 0 ? *beta_slow : 1.0;
   auto get_mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
@@ -197,9 +200,10 @@ struct RopeType {
 };
 
 constexpr RopeType kRopeTypes[] = {
-    {"default", {}, compute_default},
-    {"linear", {"factor"}, compute_linear},
-    {"dynamic", {"factor"}, compute_dynamic},
+    // HF's default / linear / dynamic math never reads original_max_position_embeddings.
+    {"default", {"original_max_position_embeddings"}, compute_default},
+    {"linear", {"factor", "original_max_position_embeddings"}, compute_linear},
+    {"dynamic", {"factor", "original_max_position_embeddings"}, compute_dynamic},
     {"yarn",
      {"factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
       "original_max_position_embeddings", "truncate"},

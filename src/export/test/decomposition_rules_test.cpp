@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "export/decompositions.h"
 #include "export/interpreter.h"
@@ -170,6 +171,19 @@ TEST(DecompositionRules, ChunkUsesCeilSizedPieces) {
   check_rules(g, {{{"chunk_to_narrow", 1}}, "chunk_to_narrow"});
 }
 
+TEST(DecompositionRules, SplitAlongASymbolicDimIsANamedError) {
+  // The seed leaves a SymInt split alone; here split is graph-only, so building it fails by name.
+  Graph g;
+  SymInt seq = g.add_dim("seq", 1, 8);
+  auto x = g.add_input("x", f32({seq, 4}));
+  auto parts = g.add_node(OpId::SplitTensor, {x, SymInt(2), int64_t{0}}, "split");
+  ASSERT_FALSE(parts.is_ok());
+  EXPECT_NE(parts.status().message().find("split along symbolic dim seq"), std::string::npos) << parts.status().message();
+  // Along a constant dim of the same tensor it is fine, on the cuda rule set too.
+  output_all(g, g.add_node(OpId::SplitTensor, {x, SymInt(3), int64_t{1}}, "split"));
+  check_rules(g, {{{"split_to_narrow", 1}}, "", {{"seq", 3}}, 1e-5, false, Backend::kCuda});
+}
+
 // ---- item 7: topk ----
 
 TEST(DecompositionRules, TopkLargestOnLastDim) {
@@ -232,11 +246,18 @@ TEST(DecompositionRules, AvgPoolKernelIsClampedToThePaddedInput) {
   EXPECT_FLOAT_EQ((*out)[0].data<float>()[1], 32.0f / 16.0f);
 }
 
-TEST(DecompositionRules, AvgPoolWithCeilModeIsANamedError) {
-  Graph g = avg_pool({1, 1, 5, 5}, {2, 2}, {2, 2}, {0, 0}, true, None{}, true);
-  auto counts = rewrite_to_fixed_point(g, decomposition_rules(Backend::kPortable));
-  ASSERT_FALSE(counts.is_ok());
-  EXPECT_NE(counts.status().message().find("ceil_mode"), std::string::npos) << counts.status().message();
+TEST(DecompositionRules, AvgPoolCeilModeExtendsTheInput) {
+  // 6x6, k 3, s 2: ceil_mode gives 3x3 (floor: 2x2); the last window passes the input.
+  for (bool include_pad : {true, false}) {
+    for (int64_t p : {0, 1}) {
+      Graph g = avg_pool({1, 2, 6, 6}, {3, 3}, {2, 2}, {p, p}, include_pad, None{}, true);
+      SCOPED_TRACE(::testing::Message() << "count_include_pad=" << include_pad << " padding=" << p);
+      EXPECT_EQ(g.type(g.outputs()[0]).str(), p == 0 ? "f32[1, 2, 3, 3]" : "f32[1, 2, 4, 4]");
+      check_rules(g, {{{"avg_pool2d_to_depthwise_conv", 1}}, include_pad && p == 1 ? "avg_pool2d_ceil_mode" : ""});
+    }
+  }
+  // With divisor_override the extension only adds zeros to the sums.
+  check_rules(avg_pool({2, 7, 7}, {2, 2}, {2, 2}, {0, 0}, true, int64_t{4}, true), {{{"avg_pool2d_to_depthwise_conv", 1}}, ""});
 }
 
 // ---- items 10-11: bucketize / searchsorted ----
@@ -305,7 +326,9 @@ TEST(DecompositionRules, SearchsortedMatchesTheTorchDocumentationExample) {
                    *g.add(OpId::SearchsortedTensor, {s2, v, false, true}, "right"),
                    *g.add(OpId::SearchsortedTensor, {s1, v, true, false}, "shared"),
                    *g.add(OpId::BucketizeTensor, {v, s1, false, false}, "bucket")});
-    if (lowered) ASSERT_TRUE(rewrite_to_fixed_point(g, decomposition_rules(Backend::kPortable)).is_ok());
+    if (lowered) {
+      ASSERT_TRUE(rewrite_to_fixed_point(g, decomposition_rules(Backend::kPortable)).is_ok());
+    }
     auto out = interpret(g, {HostTensor::from<float>(ScalarType::kFloat, {2, 3}, values)});
     ASSERT_TRUE(out.is_ok()) << out.status().message();
     auto ints = [](const HostTensor& t) {
@@ -367,7 +390,9 @@ TEST(DecompositionRules, AdaptivePoolWindowsByHand) {
   // 5 -> 3 cells on one row: windows [0, 2), [1, 4), [3, 5) of 0..4 -> means 0.5, 2, 3.5.
   for (bool lowered : {false, true}) {
     Graph g = adaptive({1, 1, 1, 5}, 1, 3);
-    if (lowered) ASSERT_TRUE(rewrite_to_fixed_point(g, decomposition_rules(Backend::kPortable)).is_ok());
+    if (lowered) {
+      ASSERT_TRUE(rewrite_to_fixed_point(g, decomposition_rules(Backend::kPortable)).is_ok());
+    }
     auto out = interpret(g, {HostTensor::from<float>(ScalarType::kFloat, {1, 1, 1, 5}, {0, 1, 2, 3, 4})});
     ASSERT_TRUE(out.is_ok()) << out.status().message();
     EXPECT_EQ(std::vector<float>((*out)[0].data<float>(), (*out)[0].data<float>() + 3), (std::vector<float>{0.5f, 2.0f, 3.5f}));
@@ -520,6 +545,49 @@ TEST(DecompositionRules, ReshapeOfContiguousInputNeedsNoClone) {
   auto x = g.add_input("x", f32({2, 3, 4}));
   g.set_outputs({*g.add(OpId::Reshape, {x, IntList{6, 4}}, "r")});
   check_rules(g, {{{"reshape_to_view_copy", 1}}, "reshape_contiguous"});
+}
+
+TEST(DecompositionRules, StridedInputsAreMadeContiguousBeforeKernelsReadThem) {
+  Graph g;
+  auto x = g.add_input("x", f32({2, 3, 5}));
+  auto t = *g.add(OpId::TransposeInt, {x, int64_t{1}, int64_t{2}}, "t");  // f32[2, 5, 3]{0,2,1}
+  auto b = tied_boundaries(g);
+  std::vector<ValueId> outs;
+  auto add = [&](auto r) {
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    if constexpr (std::is_same_v<std::decay_t<decltype(*r)>, ValueId>) outs.push_back(*r);
+    else outs.insert(outs.end(), r->begin(), r->end());
+  };
+  add(g.add_node(OpId::Topk, {t, SymInt(2), int64_t{-1}, true, true}, "topk"));
+  add(g.add(OpId::BucketizeTensor, {t, b, false, true}, "bucketize"));
+  add(g.add(OpId::SearchsortedTensor, {b, t, true, false}, "searchsorted"));
+  add(g.add(OpId::AdaptiveAvgPool2d, {t, IntList{2, 2}}, "adaptive"));
+  add(g.add(OpId::AvgPool2d, {t, IntList{2, 2}, IntList{1, 1}, IntList{0, 0}, false, true, None{}}, "pool"));
+  add(g.add_node(OpId::Cummax, {t, int64_t{1}}, "cummax"));
+  add(g.add_node(OpId::SplitTensor, {t, SymInt(2), int64_t{1}}, "split"));
+  add(g.add(OpId::Expand, {t, IntList{2, 2, 5, 3}}, "expand"));
+  auto same = g.add(OpId::Expand, {t, IntList{-1, 5, 3}}, "same");
+  ASSERT_TRUE(same.is_ok());
+  EXPECT_EQ(g.type(*same).str(), "f32[2, 5, 3]{0,2,1}");  // a view keeps the layout
+  add(same);
+  add(g.add(OpId::Detach, {t}, "detach"));
+  g.set_outputs(outs);
+  check_rules(g, {{{"permute_view_to_copy", 1}, {"topk_to_argsort_gather", 1}, {"bucketize_to_compare_sum", 1},
+                   {"searchsorted_to_compare_sum", 1}, {"adaptive_avg_pool2d_to_windows", 1},
+                   {"avg_pool2d_to_depthwise_conv", 1}, {"cummax_to_masked_amax", 1}, {"split_to_narrow", 1},
+                   {"expand_to_copy", 1}, {"expand_without_broadcast_is_identity", 1}, {"detach_to_identity", 1}},
+                  ""});
+  // After the rewrite only _to_dim_order_copy reads a strided value (what upstream kernels require).
+  Graph lowered = g;
+  ASSERT_TRUE(rewrite_to_fixed_point(lowered, decomposition_rules(Backend::kPortable)).is_ok());
+  for (const auto& n : lowered.nodes()) {
+    if (n.op == OpId::ToDimOrderCopyOut) continue;
+    for (const auto& a : n.args) {
+      if (const auto* v = std::get_if<ValueId>(&a)) {
+        EXPECT_TRUE(lowered.type(*v).dim_order.empty()) << n.name << " reads strided %" << lowered.value(*v).name;
+      }
+    }
+  }
 }
 
 // ---- item 16: sdpa ----

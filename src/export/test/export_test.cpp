@@ -310,9 +310,14 @@ void expect_no_live_overlap(const executorch_flatbuffer::ExecutionPlanT& ep) {
     l.end = std::max(l.end, at);
   };
   for (int i = 0; i < n; ++i) {
-    const auto* call = ep.chains[0]->instructions[size_t(i)]->instr_args.AsKernelCall();
-    ASSERT_NE(call, nullptr);
-    for (auto a : call->args) {
+    // Kernel calls and delegate calls (the default backend is XNNPACK) both
+    // list the values they read and write as args.
+    const auto& ia = ep.chains[0]->instructions[size_t(i)]->instr_args;
+    const std::vector<int32_t>* args = ia.AsKernelCall() ? &ia.AsKernelCall()->args
+                                      : ia.AsDelegateCall() ? &ia.AsDelegateCall()->args
+                                                            : nullptr;
+    ASSERT_NE(args, nullptr);
+    for (auto a : *args) {
       touch(a, i);
       const auto& val = ep.values[size_t(a)]->val;
       if (const auto* l = val.AsTensorList()) for (auto x : l->items) touch(x, i);

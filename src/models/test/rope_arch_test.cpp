@@ -124,6 +124,14 @@ TEST(RopeInvFreq, YarnRampsBetweenInterpolationAndExtrapolation) {
   EXPECT_GT(ramped, 0);
   EXPECT_DOUBLE_EQ(f->attention_factor, 0.1 * std::log(factor) + 1);
 
+  // transformers 5.x: a null factor is max_position_embeddings / original = 131072 / 32768 = 4.
+  RopeSpec implicit = sp;
+  implicit.scaling["factor"] = nullptr;
+  auto fi = rope_frequencies(implicit, 64);
+  ASSERT_TRUE(fi.is_ok()) << fi.status().message();
+  EXPECT_EQ(fi->inv_freq, f->inv_freq);
+  EXPECT_EQ(fi->attention_factor, f->attention_factor);
+
   // mscale / mscale_all_dim (DeepSeek): ratio of the two mscales; explicit attention_factor wins.
   sp.scaling["mscale"] = 0.707;
   sp.scaling["mscale_all_dim"] = 1.0;
