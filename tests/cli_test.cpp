@@ -9,6 +9,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/npy.h"
 #include "test_util.h"
 
 namespace hf2pte {
@@ -16,23 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string err;
-};
-
-CliResult run_cli(const std::string& args, const std::string& dir) {
-  std::string err_path = dir + "/stderr.txt";
-  std::string cmd = std::string(HF2PTE_CLI) + " " + args + " >/dev/null 2>" + err_path;
-  int rc = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  std::ifstream f(err_path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  r.err = ss.str();
-  return r;
-}
+using test::CliResult;
+CliResult run_cli(const std::string& args, const std::string& dir) { return test::run_cli(HF2PTE_CLI, args, dir); }
 
 /// A copy of a fixture checkpoint that a test may damage.
 std::string copy_fixture(const std::string& name, const std::string& dir) {
@@ -168,6 +156,125 @@ TEST(Cli, GenerateReproducesGreedyForEveryFixture) {
     ++checked;
   }
   EXPECT_GE(checked, 18);
+}
+
+// Prefills input_ids[0..L) at positions 0..L-1 with `hf2pte run` (one fresh
+// program per call, so each is a prefill into an empty KV cache) and returns
+// the worst |logits - logits.npy| over those L rows.
+double prefill_logits_diff(const std::string& pte, const std::string& fixture, int64_t L, const std::string& dir) {
+  auto ids = test::as_longs(test::load_npy(fixture + "/input_ids.npy"));
+  auto ref = test::as_floats(test::load_npy(fixture + "/logits.npy"));
+  EXPECT_LE(size_t(L), ids.size());
+  std::vector<int64_t> head(ids.begin(), ids.begin() + L), pos(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i) pos[size_t(i)] = i;
+  std::string tag = dir + "/L" + std::to_string(L);
+  EXPECT_TRUE(write_npy(tag + "_ids.npy", HostTensor::from(ScalarType::kLong, {1, L}, head)).is_ok());
+  EXPECT_TRUE(write_npy(tag + "_pos.npy", HostTensor::from(ScalarType::kLong, {L}, pos)).is_ok());
+  auto r = run_cli("run " + pte + " --input " + tag + "_ids.npy --input " + tag + "_pos.npy --output-dir " + tag + "_out", dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0) return 1e9;
+  auto got = test::as_floats(test::load_npy(tag + "_out/output_0.npy"));
+  size_t V = ref.size() / ids.size();
+  EXPECT_EQ(got.size(), size_t(L) * V);
+  if (got.size() != size_t(L) * V) return 1e9;
+  return test::max_abs_diff(got, std::vector<float>(ref.begin(), ref.begin() + L * int64_t(V)));
+}
+
+// `--dim seq=1:` on an LLM: the seed's cap (item 33) with N = 1 unbounded dim is
+// max(lower*4, hint*4, floor) = max(2*4, 5*4, clamp(round(2^24), 64, 1024)) = 1024;
+// the KV cache (--max-seq-len, default min(max_position_embeddings, 2048) = 256
+// here) bounds it further. Either way the program runs at lengths 1, 5 and 10.
+TEST(Cli, UnboundedSeqIsCappedAndRunsAtSeveralLengths) {
+  auto dir = test::temp_dir("t");
+  auto model = test::repo_path("tests/data/fixtures/llama-gqa");
+  const std::string advice = "; pass --dim NAME=MIN:MAX to choose the bounds\n";
+  struct Case {
+    std::string extra, warning;
+  } cases[] = {
+      {"", "hf2pte: warning: unbounded dims capped: seq -> [1, 1024] (limited to 256 by the model's buffers)" + advice},
+      {" --max-seq-len 2048", "hf2pte: warning: unbounded dims capped: seq -> [1, 1024]" + advice},
+  };
+  for (const auto& c : cases) {
+    std::string pte = dir + "/m.pte";
+    auto r = run_cli("export " + model + " -o " + pte + " --dim seq=1:" + c.extra, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;  // the warning + the summary line
+    EXPECT_EQ(r.err.rfind(c.warning, 0), 0u) << r.err;
+    for (int64_t L : {1, 5, 10}) {
+      double d = prefill_logits_diff(pte, model, L, dir);
+      EXPECT_LE(d, 1e-4) << "prefill length " << L << c.extra;
+      RecordProperty("max_abs_diff_L" + std::to_string(L) + (c.extra.empty() ? "" : "_msl2048"), std::to_string(d));
+    }
+    // The cap is what the program holds: seq = cap runs, cap + 1 is rejected.
+    const int64_t cap = c.extra.empty() ? 256 : 1024;
+    for (int64_t L : {cap, cap + 1}) {
+      std::vector<int64_t> ids(static_cast<size_t>(L), 7), pos(static_cast<size_t>(L));
+      for (int64_t i = 0; i < L; ++i) pos[size_t(i)] = i;
+      ASSERT_TRUE(write_npy(dir + "/cap_ids.npy", HostTensor::from(ScalarType::kLong, {1, L}, ids)).is_ok());
+      ASSERT_TRUE(write_npy(dir + "/cap_pos.npy", HostTensor::from(ScalarType::kLong, {L}, pos)).is_ok());
+      auto run = run_cli("run " + pte + " --input " + dir + "/cap_ids.npy --input " + dir + "/cap_pos.npy --output-dir " + dir + "/cap_out", dir);
+      if (L == cap) {
+        EXPECT_EQ(run.exit_code, 0) << run.err;
+      } else {
+        EXPECT_NE(run.exit_code, 0);
+        EXPECT_NE(run.err.find("exceeds the planned bound"), std::string::npos) << run.err;
+      }
+    }
+  }
+  // An explicit bound above what the KV cache holds stays an error (exit 2).
+  expect_one_line_error(run_cli("export " + model + " -o " + dir + "/x.pte --dim seq=1:300", dir), "exceeds the model's bound 256");
+  expect_one_line_error(run_cli("export " + model + " -o " + dir + "/x.pte --dim seq=300:", dir),
+                        "--dim seq=300: minimum exceeds the model's bound 256");
+  EXPECT_FALSE(fs::exists(dir + "/x.pte"));
+}
+
+// Reproducibility across thread settings. `export` has no --threads flag (the
+// pipeline and the writer are single-threaded; validation uses the portable
+// kernels), so the settings a thread pool or BLAS could read from the
+// environment are varied instead: the files must be byte-identical.
+TEST(Cli, ExportIsByteIdenticalUnderDifferentThreadSettings) {
+  auto dir = test::temp_dir("t");
+  auto model = test::repo_path("tests/data/fixtures/llama-gqa");
+  ASSERT_EQ(run_cli("export " + model + " -o " + dir + "/a.pte --quiet", dir).exit_code, 0);
+  std::string env = "OMP_NUM_THREADS=3 OPENBLAS_NUM_THREADS=3 XNNPACK_NUM_THREADS=3 ";
+  std::string cmd = env + HF2PTE_CLI + " export " + model + " -o " + dir + "/b.pte --quiet 2>" + dir + "/err.txt";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(dir + "/err.txt");
+  auto a = slurp(dir + "/a.pte"), b = slurp(dir + "/b.pte");
+  EXPECT_GT(a.size(), 1000u);
+  EXPECT_TRUE(a == b) << "exports under different thread settings differ";
+}
+
+// `--report` is written for every fixture, and every method output's max abs
+// difference against the reference interpreter is recorded and <= 1e-4.
+TEST(Cli, ReportIsWrittenForEveryFixture) {
+  auto dir = test::temp_dir("t");
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(test::repo_path("tests/data/fixtures"))) {
+    if (!entry.is_directory()) continue;
+    std::string name = entry.path().filename().string();
+    std::string report = dir + "/" + name + ".json";
+    auto r = run_cli("export " + entry.path().string() + " -o " + dir + "/" + name + ".pte --quiet --report " + report, dir);
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    auto j = nlohmann::json::parse(slurp(report), nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << name;
+    ASSERT_TRUE(j.contains("validation") && j["validation"].is_object()) << name;
+    const auto& v = j["validation"];
+    EXPECT_FALSE(v.contains("skipped")) << name << ": " << v.dump();
+    int outputs = 0;
+    for (const auto& [method, m] : v.items()) {
+      ASSERT_TRUE(m.contains("outputs")) << name << "." << method;
+      for (const auto& o : m["outputs"]) {
+        ASSERT_TRUE(o.contains("max_abs_diff") && o["max_abs_diff"].is_number()) << name << "." << method << ": " << o.dump();
+        double d = o["max_abs_diff"].get<double>();
+        EXPECT_LE(d, 1e-4) << name << "." << method << " output " << o.value("output", -1);
+        RecordProperty(name + "." + method + "." + std::to_string(o.value("output", -1)), std::to_string(d));
+        ++outputs;
+      }
+    }
+    EXPECT_GE(outputs, 1) << name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 19);
 }
 
 }  // namespace

@@ -38,12 +38,7 @@ std::string export_fixture(const std::string& dir, const std::string& name) {
   return req.output_path;
 }
 
-// "1.2e-06": std::to_string's fixed 6 decimals would print these as 0.000001.
-std::string diff_text(double d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2e", d);
-  return buf;
-}
+using test::diff_text;
 
 class LlamaFamilyFixture : public ::testing::TestWithParam<std::string> {};
 

@@ -40,60 +40,19 @@ constexpr double kAtol = 1e-4;  // fixtures README: tolerance_suggestion.logits_
 
 std::string bert_dir() { return test::repo_path("tests/data/fixtures/bert"); }
 
-std::string diff_text(double d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2e", d);
-  return buf;
-}
+using test::diff_text;
+using Tensor = test::F32Tensor;
+using Tensors = test::F32Tensors;
 
-// ---- checkpoints built from the BERT fixture --------------------------------
-
-struct Tensor {
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-};
-using Tensors = std::map<std::string, Tensor>;
-
-Tensors load_bert() {
-  Tensors out;
-  auto f = SafetensorsFile::open(bert_dir() + "/model.safetensors");
-  EXPECT_TRUE(f.is_ok()) << f.status().message();
-  if (!f.is_ok()) return out;
-  for (const auto& t : f->tensors()) {
-    Tensor x;
-    x.shape = t.shape;
-    x.data.resize(t.bytes.size() / sizeof(float));
-    std::memcpy(x.data.data(), t.bytes.data(), t.bytes.size());
-    out[t.name] = std::move(x);
-  }
-  return out;
-}
+Tensors load_bert() { return test::read_f32_tensors(bert_dir()); }
 
 nlohmann::json bert_config() {
   std::ifstream in(bert_dir() + "/config.json");
   return nlohmann::json::parse(in);
 }
 
-/// Writes `tensors` (F32) as DIR/model.safetensors and `config` as DIR/config.json.
 void write_checkpoint(const std::string& dir, const Tensors& tensors, const nlohmann::json& config) {
-  nlohmann::json header = nlohmann::json::object();
-  header["__metadata__"] = {{"format", "pt"}};
-  uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    uint64_t n = t.data.size() * sizeof(float);
-    header[name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
-    offset += n;
-  }
-  std::string h = header.dump();
-  while (h.size() % 8 != 0) h += ' ';
-  std::ofstream out(dir + "/model.safetensors", std::ios::binary);
-  uint64_t len = h.size();
-  out.write(reinterpret_cast<const char*>(&len), sizeof len);
-  out.write(h.data(), std::streamsize(h.size()));
-  for (const auto& [name, t] : tensors) {
-    out.write(reinterpret_cast<const char*>(t.data.data()), std::streamsize(t.data.size() * sizeof(float)));
-  }
-  std::ofstream(dir + "/config.json") << config.dump(2);
+  test::write_f32_checkpoint(dir, tensors, config.dump(2));
 }
 
 /// Each name gets the first matching rule of every (from, to) pair, in order.
@@ -536,27 +495,8 @@ TEST(EncoderConfigTest, ClassDefaultsAndDistilBertKeys) {
 
 // ---- the CLI --------------------------------------------------------------------
 
-struct CliResult {
-  int exit_code = -1;
-  std::string err;
-  std::string out;
-};
-
-CliResult run_cli(const std::string& args, const std::string& dir) {
-  std::string cmd = std::string(HF2PTE_CLI) + " " + args + " >" + dir + "/stdout.txt 2>" + dir + "/stderr.txt";
-  int rc = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  auto slurp = [](const std::string& p) {
-    std::ifstream f(p);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  };
-  r.err = slurp(dir + "/stderr.txt");
-  r.out = slurp(dir + "/stdout.txt");
-  return r;
-}
+using test::CliResult;
+CliResult run_cli(const std::string& args, const std::string& dir) { return test::run_cli(HF2PTE_CLI, args, dir); }
 
 TEST_F(EncoderTest, CliRunsAnEncoderAndGenerateRefusesIt) {
   auto dir = test::temp_dir("cli");

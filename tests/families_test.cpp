@@ -44,18 +44,9 @@ using nlohmann::json;
 constexpr double kLogitsAtol = 1e-4;  // fixtures README: tolerance_suggestion.logits_atol
 constexpr double kControlMin = 1e-3;  // a control must move the logits at least this much
 
-// "1.2e-06": std::to_string's fixed 6 decimals would print these as 0.000001.
-std::string diff_text(double d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2e", d);
-  return buf;
-}
-
-struct Tensor {
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-};
-using Tensors = std::map<std::string, Tensor>;
+using test::diff_text;
+using Tensor = test::F32Tensor;
+using Tensors = test::F32Tensors;
 
 std::string fixture(const std::string& name) { return test::repo_path("tests/data/fixtures/" + name); }
 
@@ -64,29 +55,12 @@ json fixture_config(const std::string& name) {
   return json::parse(in);
 }
 
-Tensors fixture_tensors(const std::string& name) {
-  auto ck = Checkpoint::open(fixture(name));
-  EXPECT_TRUE(ck.is_ok()) << ck.status().message();
-  Tensors out;
-  if (!ck.is_ok()) return out;
-  for (const auto& n : ck->tensor_names()) {
-    auto t = ck->tensor(n);
-    EXPECT_TRUE(t.is_ok());
-    EXPECT_EQ((*t)->dtype, ScalarType::kFloat) << n;
-    Tensor x{(*t)->shape, std::vector<float>((*t)->bytes.size() / 4)};
-    std::memcpy(x.data.data(), (*t)->bytes.data(), (*t)->bytes.size());
-    out[n] = std::move(x);
-  }
-  return out;
-}
+Tensors fixture_tensors(const std::string& name) { return test::read_f32_tensors(fixture(name)); }
 
 /// Writes config.json + model.safetensors into a fresh folder; returns it.
 std::string write_checkpoint(const std::string& tag, const json& config, const Tensors& tensors) {
   const std::string dir = test::temp_dir("families-" + tag);
-  std::vector<testing::TensorSpec> specs;
-  for (const auto& [name, t] : tensors) specs.push_back({name, "F32", t.shape, testing::f32_bytes(t.data)});
-  testing::write_bytes(dir + "/model.safetensors", testing::build_safetensors(specs));
-  std::ofstream(dir + "/config.json") << config.dump(2);
+  test::write_f32_checkpoint(dir, tensors, config.dump(2));
   return dir;
 }
 

@@ -34,25 +34,8 @@ namespace {
 namespace fs = std::filesystem;
 namespace efb = executorch_flatbuffer;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string err;
-};
-
-CliResult run_cli(const std::string& args, const std::string& dir) {
-  const std::string err_path = dir + "/stderr.txt";
-  const std::string cmd = std::string(HF2PTE_CLI) + " " + args + " >/dev/null 2>" + err_path;
-  const int rc = std::system(cmd.c_str());
-  CliResult r;
-  // A signal (crash, sanitizer abort) leaves exit_code at -1.
-  r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  std::ifstream f(err_path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  r.err = ss.str();
-  fs::remove(err_path);
-  return r;
-}
+using test::CliResult;
+CliResult run_cli(const std::string& args, const std::string& dir) { return test::run_cli(HF2PTE_CLI, args, dir); }
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

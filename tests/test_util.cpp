@@ -7,7 +7,14 @@
 #include <filesystem>
 #include <limits>
 
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/npy.h"
+#include "checkpoint/test/test_util.h"
 
 namespace hf2pte::test {
 
@@ -50,6 +57,57 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
     m = std::max(m, d);
   }
   return m;
+}
+
+std::string diff_text(double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", d);
+  return buf;
+}
+
+namespace {
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+CliResult run_cli(const std::string& cli, const std::string& args, const std::string& dir) {
+  const std::string out_path = dir + "/stdout.txt", err_path = dir + "/stderr.txt";
+  const int rc = std::system((cli + " " + args + " >" + out_path + " 2>" + err_path).c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.err = slurp(err_path);
+  r.out = slurp(out_path);
+  std::filesystem::remove(out_path);
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+F32Tensors read_f32_tensors(const std::string& dir) {
+  F32Tensors out;
+  auto ck = Checkpoint::open(dir);
+  EXPECT_TRUE(ck.is_ok()) << ck.status().message();
+  if (!ck.is_ok()) return out;
+  for (const auto& n : ck->tensor_names()) {
+    auto t = ck->tensor(n);
+    EXPECT_TRUE(t.is_ok()) << n;
+    if (!t.is_ok()) continue;
+    EXPECT_EQ((*t)->dtype, ScalarType::kFloat) << n;
+    F32Tensor x{(*t)->shape, std::vector<float>((*t)->bytes.size() / sizeof(float))};
+    std::memcpy(x.data.data(), (*t)->bytes.data(), x.data.size() * sizeof(float));
+    out[n] = std::move(x);
+  }
+  return out;
+}
+
+void write_f32_checkpoint(const std::string& dir, const F32Tensors& tensors, const std::string& config_json) {
+  std::vector<testing::TensorSpec> specs;
+  for (const auto& [name, t] : tensors) specs.push_back({name, "F32", t.shape, testing::f32_bytes(t.data)});
+  testing::write_bytes(dir + "/model.safetensors", testing::build_safetensors(specs));
+  std::ofstream(dir + "/config.json") << config_json;
 }
 
 }  // namespace hf2pte::test

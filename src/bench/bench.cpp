@@ -57,8 +57,10 @@ Result<uint64_t> weight_bytes_per_token(const std::string& pte_path) {
   HF2PTE_CHECK_OR_RETURN(forward != nullptr, kNotFound, "no forward method ({})", pte_path);
   std::set<int> seen;
   uint64_t total = 0;
+  bool delegated = false;
   for (const auto* chain : *forward->chains()) {
     for (const auto* ins : *chain->instructions()) {
+      if (ins->instr_args_as_DelegateCall() != nullptr) delegated = true;
       const auto* call = ins->instr_args_as_KernelCall();
       if (call == nullptr || call->args() == nullptr) continue;
       std::string op;
@@ -76,6 +78,17 @@ Result<uint64_t> weight_bytes_per_token(const std::string& pte_path) {
         if (lookup && t->sizes()->size() >= 1 && t->sizes()->Get(0) > 0) n /= uint64_t(t->sizes()->Get(0));
         total += n;
       }
+    }
+  }
+  // Delegates (XNNPACK) keep their weights in named_data, one segment per
+  // distinct key (deduplicated by content hash): a delegated forward reads
+  // every one of them per step. Embedding tables stay portable constants.
+  if (const auto* named = file->program().named_data(); delegated && named != nullptr) {
+    std::set<uint32_t> segments;
+    for (const auto* entry : *named) {
+      if (!segments.insert(entry->segment_index()).second) continue;
+      HF2PTE_ASSIGN_OR_RETURN(auto bytes, file->segment(entry->segment_index()));
+      total += bytes.size();
     }
   }
   return total;

@@ -30,7 +30,8 @@ struct BenchResult {
 double measure_read_bandwidth(int threads, size_t bytes = size_t(1) << 30);
 
 /// Bytes of constant tensors one decode step of `forward` reads: every constant
-/// an instruction uses, counted once, except embedding tables (one row per token).
+/// an instruction uses, counted once, except embedding tables (one row per token),
+/// plus every named_data segment (delegate weights) when `forward` calls a delegate.
 Result<uint64_t> weight_bytes_per_token(const std::string& pte_path);
 
 Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOptions& options,

@@ -157,7 +157,7 @@ class MethodEmitter {
     const auto& t = val.type;
     fb::TensorT tensor;
     tensor.scalar_type = fb::ScalarType(int8_t(t.dtype));
-    for (auto s : t.upper_bounds(g_.dims())) {
+    for (auto s : t.planning_bounds(g_.dims())) {  // the sizes memory planning used
       if (s > INT32_MAX) return make_error(ErrorCode::kOutOfRange, "tensor %{} dim {} exceeds int32", val.name, s);
       tensor.sizes.push_back(int32_t(s));
     }

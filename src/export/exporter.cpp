@@ -51,10 +51,21 @@ Status apply_dim_overrides(graph::Program& p, const ExportConfig& c) {
         return make_error(ErrorCode::kInvalidArgument, "--dim {}={}:{} exceeds the model's bound {}; raise --max-seq-len instead",
                           name, bound.min, max, it->second.max);
       }
+      if (bound.min > it->second.max) {
+        return make_error(ErrorCode::kInvalidArgument, "--dim {}={}: minimum exceeds the model's bound {}; raise --max-seq-len instead",
+                          name, bound.min, it->second.max);
+      }
       if (bound.min < 1 || (max != graph::DimRange::kUnbounded && bound.min > max)) {
         return make_error(ErrorCode::kInvalidArgument, "--dim {}: invalid range [{}, {}]", name, bound.min, max);
       }
-      it->second = graph::DimRange{bound.min, std::min(max, it->second.max)};
+      // Unbounded ("seq=1:") stays unbounded here so the program fixes apply the
+      // seed's cap (and warn); `limit` keeps the builder's bound, which the cap
+      // never exceeds (docs/pipeline.md, "Unbounded dims and the KV cache").
+      graph::DimRange r = it->second;
+      r.limit = std::min(r.limit, it->second.max);
+      r.min = bound.min;
+      r.max = max == graph::DimRange::kUnbounded ? max : std::min(max, it->second.max);
+      it->second = r;
     }
     if (!found) return make_error(ErrorCode::kInvalidArgument, "--dim {}: the model has no dim of that name", name);
   }

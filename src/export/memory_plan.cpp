@@ -33,7 +33,7 @@ Result<MemoryPlan> plan_memory(const graph::Graph& g, const ExportConfig& config
   auto add = [&](graph::ValueId v, int begin, int end) -> Status {
     const auto& t = g.type(v);
     uint64_t bytes = element_size(t.dtype);
-    for (auto s : t.upper_bounds(g.dims())) {
+    for (auto s : t.planning_bounds(g.dims())) {  // item 19: non-finite bounds are clamped
       if (s < 0 || s == graph::DimRange::kUnbounded) {
         return make_error(ErrorCode::kInternal, "value %{} has no upper bound ({})", g.value(v).name, t.str());
       }

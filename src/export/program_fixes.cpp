@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -20,9 +21,21 @@ Status run_program_fixes(graph::Program& p, const ExportConfig& c, StageLog& log
     std::string capped;
     for (auto& [name, r] : g.dims()) {
       if (r.max != graph::DimRange::kUnbounded) continue;
-      int64_t cap = unbounded_dim_cap(std::max<int64_t>(r.min, 2), r.min, unbounded);
+      // The seed's lower default is 2 (torch specialises 0 and 1); the hint is
+      // the dim's trace hint, for us the value validation samples (DimRange).
+      int64_t cap = unbounded_dim_cap(std::max<int64_t>(r.min, 2), r.hint_or_default(), unbounded);
       capped += fmt::format("{}{} -> [{}, {}]", capped.empty() ? "" : ", ", name, r.min, cap);
       r.max = cap;
+      if (r.limit < cap) {  // the builder's buffers (KV cache) hold fewer positions
+        capped += fmt::format(" (limited to {} by the model's buffers)", r.limit);
+        if (r.limit < r.min) {
+          return make_error(ErrorCode::kInvalidArgument,
+                            "--dim {}={}: minimum exceeds the model's bound {}; raise --max-seq-len instead", name,
+                            r.min, r.limit)
+              .with_context("method " + g.name());
+        }
+        r.max = r.limit;
+      }
     }
     if (!capped.empty()) {
       log.warnings.push_back(fmt::format("unbounded dims capped: {}; pass --dim NAME=MIN:MAX to choose the bounds", capped));

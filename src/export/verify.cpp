@@ -1,3 +1,5 @@
+#include <cctype>
+#include <string>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -6,6 +8,23 @@
 #include "graph/shapes.h"
 
 namespace hf2pte::exp {
+
+namespace {
+
+/// The model layer a node came from: builders name nodes "layers.3.attn.q" (the
+/// checkpoint's own prefix), so the layer is the "layers.N" part; "" for nodes
+/// outside the layer stack (embedding, final norm, lm_head).
+std::string layer_of(const std::string& node_name) {
+  for (size_t at = node_name.find("layers."); at != std::string::npos; at = node_name.find("layers.", at + 1)) {
+    if (at != 0 && node_name[at - 1] != '.') continue;
+    size_t end = at + 7;
+    while (end < node_name.size() && std::isdigit(static_cast<unsigned char>(node_name[end]))) ++end;
+    if (end > at + 7 && (end == node_name.size() || node_name[end] == '.')) return node_name.substr(0, end);
+  }
+  return "";
+}
+
+}  // namespace
 
 Status verify_program(const graph::Program& p, const ExportConfig& c, StageLog& log) {
   for (const auto& g : p.methods) {
@@ -17,7 +36,12 @@ Status verify_program(const graph::Program& p, const ExportConfig& c, StageLog& 
       }
     }
     for (const auto& n : g.nodes()) {
-      auto where = [&] { return fmt::format("node {}, op {}", n.name, op_info(n.op).kernel_key()); };
+      // Item 41: every violation names the op, the node, the layer and the backend.
+      auto where = [&] {
+        std::string layer = layer_of(n.name);
+        return fmt::format("method {}, node {}, op {}, layer {}, backend {}", g.name(), n.name, op_info(n.op).kernel_key(),
+                           layer.empty() ? "none (outside the layer stack)" : layer, backend_name(c.backend));
+      };
       if (!op_info(n.op).has_kernel) {
         return make_error(ErrorCode::kInternal, "op is not in the kernel op set; a decomposition is missing ({})", where());
       }
@@ -40,6 +64,16 @@ Status verify_program(const graph::Program& p, const ExportConfig& c, StageLog& 
         if (t && (t->dtype != v.type.dtype || !(t->sizes == v.type.sizes))) {
           return make_error(ErrorCode::kInternal, "output %{} is {} but the op computes {} ({})", v.name, v.type.str(), t->str(), where());
         }
+        // Item 3 of the issue: a data-dependent size is planned at its declared
+        // upper bound; without one there is nothing to plan.
+        for (const auto& size : v.type.sizes) {
+          if (auto u = size.unbounded_unbacked()) {
+            return make_error(ErrorCode::kInternal,
+                              "output %{} has the data-dependent size {} ({} is only known at runtime) and no declared "
+                              "upper bound, so it cannot be planned; give SymInt::unbacked an upper bound ({})",
+                              v.name, size.str(), *u, where());
+          }
+        }
         defined.insert(n.outputs[i]);
       }
     }
@@ -48,7 +82,6 @@ Status verify_program(const graph::Program& p, const ExportConfig& c, StageLog& 
     }
     log.notes.push_back(fmt::format("{}: {} nodes verified", g.name(), g.nodes().size()));
   }
-  (void)c;
   return Status::ok();
 }
 

@@ -40,6 +40,13 @@ std::vector<int64_t> TensorType::upper_bounds(const DimRanges& ranges) const {
   return out;
 }
 
+std::vector<int64_t> TensorType::planning_bounds(const DimRanges& ranges) const {
+  std::vector<int64_t> out;
+  out.reserve(sizes.size());
+  for (const auto& s : sizes) out.push_back(s.planning_bound(ranges));
+  return out;
+}
+
 uint64_t ConstantData::nbytes() const {
   uint64_t n = element_size(dtype);
   for (auto s : sizes) n *= uint64_t(s);

@@ -33,6 +33,9 @@ struct TensorType {
   std::string str() const;
   /// Sizes with every dim at its upper bound.
   std::vector<int64_t> upper_bounds(const DimRanges& ranges) const;
+  /// SymInt::planning_bound of every size: what memory planning and the emitted
+  /// tensor metadata use (equal to upper_bounds whenever those are finite).
+  std::vector<int64_t> planning_bounds(const DimRanges& ranges) const;
 };
 
 /// Bytes of a constant tensor, produced on demand so that weights stream from

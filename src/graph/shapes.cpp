@@ -251,19 +251,27 @@ Outs ViewCopyOut(const Graph& g, const Args& a) {
   return one(like(*x, std::move(sizes), x->dtype));
 }
 
-Outs PermuteCopyOut(const Graph& g, const Args& a) {
-  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
-  HF2PTE_ASSIGN_OR_RETURN(auto dims, int_list_arg(a, 1, "dims"));
-  if (int(dims.size()) != x->rank()) return make_error(ErrorCode::kInternal, "permute: wrong number of dims");
-  std::vector<SymInt> sizes;
+/// The `dims` argument of a permute as normalised dims: a permutation of 0..rank-1.
+static Result<std::vector<int>> permutation_arg(const Args& a, size_t i, int rank) {
+  HF2PTE_ASSIGN_OR_RETURN(auto dims, int_list_arg(a, i, "dims"));
+  if (int(dims.size()) != rank) return make_error(ErrorCode::kInternal, "permute: wrong number of dims");
+  std::vector<int> p;
   std::vector<bool> seen(dims.size(), false);
   for (const auto& d : dims) {
     if (!d.is_constant()) return make_error(ErrorCode::kInternal, "permute: dims must be constant");
-    HF2PTE_ASSIGN_OR_RETURN(int nd, normalize_dim(d.constant_value(), x->rank()));
+    HF2PTE_ASSIGN_OR_RETURN(int nd, normalize_dim(d.constant_value(), rank));
     if (seen[size_t(nd)]) return make_error(ErrorCode::kInternal, "permute: repeated dim {}", nd);
     seen[size_t(nd)] = true;
-    sizes.push_back(x->sizes[size_t(nd)]);
+    p.push_back(nd);
   }
+  return p;
+}
+
+Outs PermuteCopyOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto p, permutation_arg(a, 1, x->rank()));
+  std::vector<SymInt> sizes;
+  for (int d : p) sizes.push_back(x->sizes[size_t(d)]);
   return one(like(*x, std::move(sizes), x->dtype));
 }
 
@@ -699,17 +707,7 @@ Outs BernoulliP(const Graph& g, const Args& a) { return same_as_first(g, a); }
 
 Outs Permute(const Graph& g, const Args& a) {
   HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
-  HF2PTE_ASSIGN_OR_RETURN(auto dims, int_list_arg(a, 1, "dims"));
-  if (int(dims.size()) != x->rank()) return make_error(ErrorCode::kInternal, "permute: wrong number of dims");
-  std::vector<int> p;
-  std::vector<bool> seen(dims.size(), false);
-  for (const auto& d : dims) {
-    if (!d.is_constant()) return make_error(ErrorCode::kInternal, "permute: dims must be constant");
-    HF2PTE_ASSIGN_OR_RETURN(int nd, normalize_dim(d.constant_value(), x->rank()));
-    if (seen[size_t(nd)]) return make_error(ErrorCode::kInternal, "permute: repeated dim {}", nd);
-    seen[size_t(nd)] = true;
-    p.push_back(nd);
-  }
+  HF2PTE_ASSIGN_OR_RETURN(auto p, permutation_arg(a, 1, x->rank()));
   return permuted_view(*x, p);
 }
 

@@ -53,6 +53,27 @@ SymInt SymInt::dim(std::string name) {
   return SymInt(std::shared_ptr<const Node>(std::move(n)));
 }
 
+SymInt SymInt::unbacked(std::string name, std::optional<int64_t> upper) {
+  auto n = std::make_shared<Node>();
+  n->kind = Kind::kUnbacked;
+  n->name = std::move(name);
+  n->value = upper.value_or(DimRange::kUnbounded);
+  n->text = n->name;
+  return SymInt(std::shared_ptr<const Node>(std::move(n)));
+}
+
+std::optional<std::string> SymInt::unbounded_unbacked() const {
+  switch (kind()) {
+    case Kind::kConst:
+    case Kind::kDim: return std::nullopt;
+    case Kind::kUnbacked:
+      return node_->value == DimRange::kUnbounded ? std::optional<std::string>(node_->name) : std::nullopt;
+    default: break;
+  }
+  if (auto l = lhs().unbounded_unbacked()) return l;
+  return rhs().unbounded_unbacked();
+}
+
 SymInt SymInt::binary(Kind k, const SymInt& a, const SymInt& b) {
   // Constant folding and identities: c1 op c2 -> c; x+0, x-0, x*1, x//1 -> x; x*0 -> 0.
   if (a.is_constant() && b.is_constant()) {
@@ -108,13 +129,21 @@ SymInt sym_min(const SymInt& a, const SymInt& b) { return SymInt::binary(SymInt:
 SymInt sym_max(const SymInt& a, const SymInt& b) { return SymInt::binary(SymInt::Kind::kMax, a, b); }
 // ceil(a / b) = -((-a) // b) = (a + b - 1) // b for b > 0
 SymInt ceildiv(const SymInt& a, const SymInt& b) { return floordiv(a + b - 1, b); }
+// a ** n = a * a * ... * a (n factors, left to right); a ** 0 = 1. n < 0 has no
+// integer size and is treated as 0 factors as well (callers check n >= 0).
+SymInt sym_pow(const SymInt& a, int64_t n) {
+  SymInt out = 1;
+  for (int64_t i = 0; i < n; ++i) out = out * a;
+  return out;
+}
 
 std::string SymInt::str() const { return node_->text; }
 
 std::optional<int64_t> SymInt::evaluate(const std::map<std::string, int64_t>& env) const {
   switch (kind()) {
     case Kind::kConst: return node_->value;
-    case Kind::kDim: {
+    case Kind::kDim:
+    case Kind::kUnbacked: {  // the runtime binds unbacked symbols by name once known
       auto it = env.find(node_->name);
       if (it == env.end()) return std::nullopt;
       return it->second;
@@ -142,6 +171,7 @@ int64_t SymInt::upper_bound(const DimRanges& ranges) const {
       auto it = ranges.find(node_->name);
       return it == ranges.end() ? DimRange::kUnbounded : it->second.max;
     }
+    case Kind::kUnbacked: return node_->value;  // declared bound (kUnbounded if none)
     case Kind::kAdd: return sat_add(lhs().upper_bound(ranges), rhs().upper_bound(ranges));
     case Kind::kSub: return sat_add(lhs().upper_bound(ranges), -rhs().lower_bound(ranges));
     case Kind::kMul: {
@@ -169,6 +199,7 @@ int64_t SymInt::lower_bound(const DimRanges& ranges) const {
       auto it = ranges.find(node_->name);
       return it == ranges.end() ? 0 : it->second.min;
     }
+    case Kind::kUnbacked: return 0;
     case Kind::kAdd: return sat_add(lhs().lower_bound(ranges), rhs().lower_bound(ranges));
     case Kind::kSub: return sat_add(lhs().lower_bound(ranges), -rhs().upper_bound(ranges));
     case Kind::kMul: {
@@ -187,6 +218,18 @@ int64_t SymInt::lower_bound(const DimRanges& ranges) const {
     case Kind::kMax: return std::max(lhs().lower_bound(ranges), rhs().lower_bound(ranges));
   }
   return 0;
+}
+
+int64_t SymInt::planning_bound(const DimRanges& ranges) const {
+  const int64_t exact = upper_bound(ranges);
+  if (exact != DimRange::kUnbounded) return exact;
+  if (unbounded_unbacked()) return exact;  // no hint exists: nothing to clamp to
+  std::map<std::string, int64_t> hints;
+  for (const auto& [name, r] : ranges) hints[name] = r.hint_or_default();
+  // A dim with no range at all has no hint either: the floor alone decides.
+  std::optional<int64_t> hint = evaluate(hints);
+  int64_t h = hint && *hint > 0 ? sat_mul(*hint, 4) : 0;
+  return std::max(h, kUnboundedPlanningFloor);
 }
 
 }  // namespace hf2pte::graph

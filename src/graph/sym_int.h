@@ -3,6 +3,7 @@
 // they are built, compared structurally, and bounded through dim ranges.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -16,22 +17,38 @@ namespace hf2pte::graph {
 struct DimRange {
   int64_t min = 0;
   int64_t max = 0;
+  /// A typical value (the seed's trace hint); 0 = none, then hint_or_default().
+  int64_t hint = 0;
+  /// The largest value the builder's fixed-size buffers admit (an LLM's KV
+  /// cache holds max_seq_len positions): range capping never goes above it.
+  int64_t limit = kUnbounded;
   static constexpr int64_t kUnbounded = INT64_MAX;
+  /// Without a hint: the value export validation samples, clamp(5, min, max).
+  static constexpr int64_t kDefaultHint = 5;
+  int64_t hint_or_default() const { return hint > 0 ? hint : std::clamp(kDefaultHint, min, std::max(min, max)); }
 };
 using DimRanges = std::map<std::string, DimRange>;
 
 class SymInt {
  public:
-  enum class Kind { kConst, kDim, kAdd, kSub, kMul, kFloorDiv, kMod, kMin, kMax };
+  /// kUnbacked: a data-dependent ("unbacked") size, known only once an op has
+  /// run (nonzero, masked_select, a size read from a tensor's value); it
+  /// carries its own declared upper bound instead of a DimRange.
+  enum class Kind { kConst, kDim, kAdd, kSub, kMul, kFloorDiv, kMod, kMin, kMax, kUnbacked };
 
   SymInt() : SymInt(int64_t{0}) {}
   SymInt(int64_t value);  // NOLINT: constants convert implicitly, as in torch
   static SymInt dim(std::string name);
+  /// A data-dependent size named `name` ("u0") in [0, upper]; nullopt = no
+  /// declared bound, which the verifier rejects (nothing could be planned).
+  static SymInt unbacked(std::string name, std::optional<int64_t> upper);
 
   Kind kind() const { return node_->kind; }
   bool is_constant() const { return node_->kind == Kind::kConst; }
   int64_t constant_value() const { return node_->value; }  ///< only when is_constant()
-  const std::string& dim_name() const { return node_->name; }  ///< only for kDim
+  const std::string& dim_name() const { return node_->name; }  ///< for kDim and kUnbacked
+  /// The first unbacked symbol in the expression without a declared bound.
+  std::optional<std::string> unbounded_unbacked() const;
   const SymInt& lhs() const { return *node_->lhs; }
   const SymInt& rhs() const { return *node_->rhs; }
 
@@ -42,6 +59,15 @@ class SymInt {
   /// expressions builders create: sums and products of non-negative terms).
   int64_t upper_bound(const DimRanges& ranges) const;
   int64_t lower_bound(const DimRanges& ranges) const;
+  /// The bound memory planning uses (the seed's item 19): upper_bound when it
+  /// is finite; otherwise (a dim is unbounded or the interval arithmetic
+  /// saturated) max(hint * 4, 1024), hint = the expression at the dims' hints.
+  /// Unbacked symbols have no hint: with one that has no declared bound the
+  /// result stays kUnbounded (an error for the verifier and the planner).
+  /// A finite bound is never changed, so this can only differ where no real
+  /// bound exists; the runtime then rejects a size above the planned capacity.
+  int64_t planning_bound(const DimRanges& ranges) const;
+  static constexpr int64_t kUnboundedPlanningFloor = 1024;
   /// "seq", "(seq * 4)", "4": the canonical text, also used for equality.
   std::string str() const;
 
@@ -53,6 +79,9 @@ class SymInt {
   friend SymInt sym_min(const SymInt& a, const SymInt& b);
   friend SymInt sym_max(const SymInt& a, const SymInt& b);
   friend SymInt ceildiv(const SymInt& a, const SymInt& b);
+  /// a ** n for n >= 0 as a product chain (the seed's item 39: pow on sizes becomes
+  /// executorch_prim::mul.Scalar instructions, so it runs wherever mul does).
+  friend SymInt sym_pow(const SymInt& a, int64_t n);
   friend bool operator==(const SymInt& a, const SymInt& b) { return a.str() == b.str(); }
 
  private:

@@ -48,7 +48,39 @@ struct Plan {
   std::vector<uint32_t> list1, list2;
   uint32_t axis = 0;
   bool fc_constants = false;  ///< operands[1] (filter) and operands[2] (bias, optional) are named constants
+  bool folded = false;        ///< a transpose folded into its BatchMatMul user: emits nothing
 };
+
+/// XNN_FLAG_TRANSPOSE_B of xnn_define_batch_matrix_multiply (upstream passes the node's flags).
+constexpr uint32_t kBmmTransposeB = 0x1;
+
+/// bmm(a, permute(k, [.., r-1, r-2])) where the permute's output has no other
+/// use becomes one BatchMatMul with transpose_b reading k: the attention's
+/// q . k^T no longer copies the whole KV cache transposed every step.
+/// `last_use` of k moves to the BatchMatMul (it may sit in a later run).
+void fold_transposes_into_bmm(const std::vector<Node>& nodes, std::vector<std::optional<Plan>>& plans,
+                              const std::unordered_map<ValueId, int>& uses,
+                              std::unordered_map<ValueId, size_t>& last_use) {
+  std::unordered_map<ValueId, size_t> producer;
+  for (size_t i = 0; i < nodes.size(); ++i) if (plans[i]) producer[nodes[i].outputs[0]] = i;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!plans[i] || plans[i]->kind != K::XNNBatchMatrixMultiply || plans[i]->flags != 0) continue;
+    const ValueId kt = plans[i]->operands[1];
+    auto it = producer.find(kt);
+    if (it == producer.end() || plans[it->second]->kind != K::XNNStaticTranspose) continue;
+    if (auto u = uses.find(kt); u == uses.end() || u->second != 1) continue;
+    const auto& perm = plans[it->second]->list1;
+    const size_t r = perm.size();
+    bool swaps_last_two = r >= 2 && perm[r - 1] == r - 2 && perm[r - 2] == r - 1;
+    for (size_t d = 0; d + 2 < r; ++d) swaps_last_two = swaps_last_two && perm[d] == d;
+    if (!swaps_last_two) continue;
+    const ValueId k = plans[it->second]->operands[0];
+    plans[i]->operands[1] = k;
+    plans[i]->flags = kBmmTransposeB;
+    last_use[k] = std::max(last_use[k], i);
+    plans[it->second]->folded = true;
+  }
+}
 
 class Claimer {
  public:
@@ -264,6 +296,7 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
   for (size_t i = begin; i < end; ++i) {
     const Node& n = nodes[i];
     const Plan& p = *plans[i];
+    if (p.folded) continue;
     XnnNodeSpec spec;
     spec.kind = p.kind;
     spec.flags = p.flags;
@@ -316,6 +349,10 @@ Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& o
   std::unordered_map<ValueId, size_t> last_use;
   for (size_t i = 0; i < nodes.size(); ++i) for_each_tensor_arg(nodes[i], [&](ValueId v) { last_use[v] = i; });
   for (auto v : g.outputs()) last_use[v] = nodes.size();
+  std::unordered_map<ValueId, int> uses;
+  for (const auto& n : nodes) for_each_tensor_arg(n, [&](ValueId v) { ++uses[v]; });
+  for (auto v : g.outputs()) ++uses[v];
+  fold_transposes_into_bmm(nodes, plans, uses, last_use);
 
   std::vector<Node> rewritten;
   for (size_t i = 0; i < nodes.size();) {
@@ -333,6 +370,7 @@ Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& o
     std::unordered_set<ValueId> seen;
     for (size_t k = i; k < end; ++k) {
       const Plan& p = *plans[k];
+      if (p.folded) continue;
       for (size_t j = 0; j < p.operands.size(); ++j) {
         ValueId v = p.operands[j];
         if (p.fc_constants && j >= 1) continue;  // named constants, not args
@@ -341,12 +379,13 @@ Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& o
       produced.insert(nodes[k].outputs[0]);
     }
     for (size_t k = i; k < end; ++k) {
+      if (plans[k]->folded) continue;
       ValueId o = nodes[k].outputs[0];
       auto it = last_use.find(o);
       if (it != last_use.end() && it->second >= end) outputs.push_back(o);
     }
     if (outputs.empty()) {  // dead run: keep it as kernels (nothing to bind)
-      for (size_t k = i; k < end; ++k) rewritten.push_back(std::move(nodes[k]));
+      for (size_t k = i; k < end; ++k) if (!plans[k]->folded) rewritten.push_back(std::move(nodes[k]));
       i = end;
       continue;
     }

@@ -182,6 +182,38 @@ float apply_unary(UnaryKind k, float x, float alpha) {
   return x;
 }
 
+/// y[i] = f(i) for i < n, in fixed blocks of 8 plus a tail: the fixed inner
+/// trip count lets -O2's cheap vectorizer turn each block into SIMD code.
+/// `y` must not alias what f reads (outputs are fresh storage).
+template <typename F>
+inline void blocked(float* __restrict y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int64_t j = 0; j < 8; ++j) y[i + j] = f(i + j);
+  }
+  for (; i < n; ++i) y[i] = f(i);
+}
+
+/// The unary kinds LLM graphs run on every token, as one branch-free loop
+/// each (blocked() ones vectorize; same expressions as apply_unary, so the
+/// results are identical). False for the other kinds.
+bool unary_f32_fast(UnaryKind k, const float* __restrict x, float* __restrict y, size_t count) {
+  const auto n = int64_t(count);
+  switch (k) {
+    case UnaryKind::kNeg: blocked(y, n, [&](int64_t i) { return -x[i]; }); return true;
+    case UnaryKind::kSquare: blocked(y, n, [&](int64_t i) { return x[i] * x[i]; }); return true;
+    case UnaryKind::kRsqrt:
+      for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / std::sqrt(x[i]);
+      return true;
+    case UnaryKind::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+      return true;
+    case UnaryKind::kAbs: blocked(y, n, [&](int64_t i) { return std::fabs(x[i]); }); return true;
+    default:
+      return false;
+  }
+}
+
 // fp32 -> qdint8: per row, XNNPACK's asymmetric int8 parameters (range widened
 // to include 0, zero point nudged to an integer), then each value rounded to
 // that grid. Stored as float: see XValue::num_nonbatch_dims.
@@ -231,6 +263,7 @@ Status Runner::exec(const XNode& n, const UnaryParams& p) {
   if (x->dtype == XDtype::kFp32 && y->dtype == XDtype::kFp32) {
     const float* in = static_cast<const float*>(x->data);
     float* out = static_cast<float*>(y->data);
+    if (unary_f32_fast(p.kind, in, out, count)) return Status::ok();
     for (size_t i = 0; i < count; ++i) {
       const float r = apply_unary(p.kind, in[i], p.alpha);
       out[i] = clamp ? clamp_om(n, r) : r;
@@ -256,6 +289,99 @@ float apply_binary(BinaryKind k, float a, float b) {
   return 0.0f;
 }
 
+/// One binary loop over `n` outputs; each operand either a contiguous run
+/// (step 1) or one value repeated (step 0).
+template <typename Op>
+void binary_run(Op op, const float* __restrict a, bool a_vec, const float* __restrict b, bool b_vec,
+                float* __restrict y, int64_t n) {
+  if (a_vec && b_vec) {
+    blocked(y, n, [&](int64_t i) { return op(a[i], b[i]); });
+  } else if (a_vec) {
+    const float bv = b[0];
+    blocked(y, n, [&](int64_t i) { return op(a[i], bv); });
+  } else if (b_vec) {
+    const float av = a[0];
+    blocked(y, n, [&](int64_t i) { return op(av, b[i]); });
+  } else {
+    std::fill(y, y + n, op(a[0], b[0]));
+  }
+}
+
+template <typename Op>
+void binary_blocks(Op op, const float* a, const float* b, float* y, int64_t outer, int64_t inner,
+                   const std::array<int64_t, kMaxRank + 1>& oa, const std::array<int64_t, kMaxRank + 1>& ob,
+                   const Shape& out, size_t split, bool a_vec, bool b_vec) {
+  // Offsets of the outer index (dims [0, split)) advance like an odometer.
+  std::array<int64_t, kMaxRank + 1> idx{};
+  int64_t ia = 0, ib = 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    binary_run(op, a + ia, a_vec, b + ib, b_vec, y + o * inner, inner);
+    for (size_t d = split; d-- > 0;) {
+      ia += oa[d];
+      ib += ob[d];
+      if (++idx[d] < out[d]) break;
+      ia -= oa[d] * out[d];
+      ib -= ob[d] * out[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/// fp32 binary node with numpy broadcasting in blocks: the output splits
+/// into outer dims (any broadcast, walked per block) and the longest run of
+/// trailing dims where each operand is either contiguous like the output or
+/// constant (a bias row, a per-row scale, a scalar). One tight loop per block,
+/// the same float expressions as apply_binary. `sa`/`sb` are the operands'
+/// element strides per output dim (0 where broadcast).
+bool binary_f32_fast(BinaryKind k, const Shape& out, const XValue& a, const Shape& sa, const XValue& b,
+                     const Shape& sb, float* y) {
+  const size_t rank = out.size();
+  if (rank > kMaxRank) return false;
+  const int64_t total = numel(out);
+  if (total == 0) return true;
+  // Largest suffix [split, rank) where each operand is all-contiguous or all-constant.
+  auto suffix_kind = [&](const Shape& st, size_t from, bool& vec) {
+    int64_t expect = 1;
+    bool contiguous = true, constant = true;
+    for (size_t d = rank; d-- > from;) {
+      if (out[d] == 1) continue;
+      contiguous = contiguous && st[d] == expect;
+      constant = constant && st[d] == 0;
+      expect *= out[d];
+    }
+    vec = !constant;
+    return contiguous || constant;
+  };
+  size_t split = rank;
+  bool a_vec = false, b_vec = false;
+  for (size_t s = 0; s <= rank; ++s) {
+    bool av = false, bv = false;
+    if (suffix_kind(sa, s, av) && suffix_kind(sb, s, bv)) {
+      split = s;
+      a_vec = av;
+      b_vec = bv;
+      break;
+    }
+  }
+  int64_t inner = 1;
+  for (size_t d = split; d < rank; ++d) inner *= out[d];
+  const int64_t outer = total / inner;
+  std::array<int64_t, kMaxRank + 1> oa{}, ob{};
+  for (size_t d = 0; d < split; ++d) oa[d] = sa[d], ob[d] = sb[d];
+  const float* pa = static_cast<const float*>(a.data);
+  const float* pb = static_cast<const float*>(b.data);
+  auto run = [&](auto op) { binary_blocks(op, pa, pb, y, outer, inner, oa, ob, out, split, a_vec, b_vec); };
+  switch (k) {
+    case BinaryKind::kAdd: run([](float u, float v) { return u + v; }); return true;
+    case BinaryKind::kSub: run([](float u, float v) { return u - v; }); return true;
+    case BinaryKind::kMul: run([](float u, float v) { return u * v; }); return true;
+    case BinaryKind::kDiv: run([](float u, float v) { return u / v; }); return true;
+    case BinaryKind::kMin: run([](float u, float v) { return std::min(u, v); }); return true;
+    case BinaryKind::kMax: run([](float u, float v) { return std::max(u, v); }); return true;
+  }
+  return false;
+}
+
 Status Runner::exec(const XNode& n, const BinaryParams& p) {
   HF2PTE_ASSIGN_OR_RETURN(XValue * a, input(p.input1));
   HF2PTE_ASSIGN_OR_RETURN(XValue * b, input(p.input2));
@@ -277,11 +403,11 @@ Status Runner::exec(const XNode& n, const BinaryParams& p) {
   const bool om = p.kind != BinaryKind::kMin && p.kind != BinaryKind::kMax;
   auto finish = [&](float r) { return om ? clamp_om(n, r) : r; };
   const bool all_f32 = a->dtype == XDtype::kFp32 && b->dtype == XDtype::kFp32 && y->dtype == XDtype::kFp32;
-  if (all_f32 && a->shape == b->shape) {
-    const float* pa = static_cast<const float*>(a->data);
-    const float* pb = static_cast<const float*>(b->data);
-    float* py = static_cast<float*>(y->data);
-    for (int64_t i = 0, e = numel(out); i < e; ++i) py[i] = finish(apply_binary(p.kind, pa[i], pb[i]));
+  if (all_f32 && binary_f32_fast(p.kind, out, *a, sa, *b, sb, static_cast<float*>(y->data))) {
+    if (om && (std::isfinite(n.out_min) || std::isfinite(n.out_max))) {
+      float* py = static_cast<float*>(y->data);
+      for (int64_t i = 0, e = numel(out); i < e; ++i) py[i] = clamp_om(n, py[i]);
+    }
     return Status::ok();
   }
   for_each_index(out, [&](int64_t i, const int64_t* idx) {
@@ -457,6 +583,15 @@ Status Runner::exec(const XNode&, const ReshapeParams& p) {
   }
   HF2PTE_CHECK_OR_RETURN(numel(out) == count, kInvalidArgument, "reshape of [{}] to [{}] changes the element count",
                          fmt::join(x->shape, ", "), fmt::join(out, ", "));
+  XValue& yv = g_.values[p.output];
+  if (!yv.is_output && !yv.is_input && !yv.is_constant && yv.dtype == x->dtype) {
+    // Values are written once per run and no node writes its inputs, so an
+    // internal reshape just views its input's storage (no copy).
+    yv.shape = std::move(out);
+    yv.data = x->data;
+    ready_[p.output] = 1;
+    return Status::ok();
+  }
   HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
   std::memmove(y->data, x->data, size_t(count) * xdtype_size(x->dtype));
   return Status::ok();

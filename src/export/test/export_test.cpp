@@ -14,6 +14,8 @@
 #include "export/memory_plan.h"
 #include "export/pipeline.h"
 #include "export/stages.h"
+#include "pte/pte_writer.h"
+#include "runtime/program.h"
 
 namespace hf2pte::exp {
 namespace {
@@ -378,6 +380,254 @@ TEST(MemoryPlan, RandomGraphsNeverOverlapLiveTensors) {
     ASSERT_TRUE(contents.is_ok()) << contents.status().message();
     expect_no_live_overlap(*contents->program.execution_plan[0]);
   }
+}
+
+// Item 19: a compound size whose interval bound is not finite plans at
+// max(hint * 4, 1024); a finite bound is never touched.
+TEST(SymIntPlanningBound, ClampsOnlyNonFiniteBounds) {
+  using graph::DimRange;
+  using graph::DimRanges;
+  const SymInt a = SymInt::dim("a"), b = SymInt::dim("b");
+  const int64_t huge = int64_t{1} << 40;
+  // Finite: exact, even when below the 1024 floor.
+  DimRanges small{{"a", DimRange{1, 8}}, {"b", DimRange{1, 16}}};
+  EXPECT_EQ((a * b).upper_bound(small), 128);
+  EXPECT_EQ((a * b).planning_bound(small), 128);
+  EXPECT_EQ((a * b + 4000).planning_bound(small), 4128);  // finite and above 1024: exact too
+  // Saturated product of two finite-but-huge dims: hints 5 (default) -> 25*4 < 1024.
+  DimRanges big{{"a", DimRange{1, huge}}, {"b", DimRange{1, huge}}};
+  EXPECT_EQ((a * b).upper_bound(big), DimRange::kUnbounded);
+  EXPECT_EQ((a * b).planning_bound(big), 1024);
+  // Hints decide when they are large: (100 * 50) * 4 = 20000.
+  DimRanges hinted{{"a", DimRange{1, DimRange::kUnbounded, 100}}, {"b", DimRange{1, huge, 50}}};
+  EXPECT_EQ((a * b).planning_bound(hinted), 20000);
+  EXPECT_EQ((a + b * 2).planning_bound(hinted), 1024);  // (100 + 100) * 4 = 800 -> floor
+  // A single dim with an unbounded range: the same rule.
+  EXPECT_EQ(a.planning_bound(hinted), 1024);
+  // No range at all (no hint): the floor.
+  EXPECT_EQ((SymInt::dim("z") * 3).planning_bound(small), 1024);
+  // The default hint is the value validation samples, clamp(5, min, max).
+  EXPECT_EQ((DimRange{1, 3}).hint_or_default(), 3);
+  EXPECT_EQ((DimRange{7, 100}).hint_or_default(), 7);
+  EXPECT_EQ((DimRange{1, DimRange::kUnbounded}).hint_or_default(), 5);
+}
+
+// The planner used to stop at "no upper bound"; with the clamp a graph whose
+// sizes saturate plans without overflowing, at the clamped size.
+TEST(MemoryPlan, SaturatedSizesPlanAtTheClampWithoutOverflow) {
+  Graph g;
+  const int64_t huge = int64_t{1} << 40;
+  SymInt a = g.add_dim("a", 1, huge), b = g.add_dim("b", 1, huge);
+  auto x = g.add_input("x", TensorType{ScalarType::kFloat, {a * b, 4}, {}});
+  auto y = *g.add(OpId::NegOut, {x}, "y");
+  auto z = *g.add(OpId::NegOut, {y}, "z");
+  g.set_outputs({z});
+  auto plan = plan_memory(g, ExportConfig{});
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  const uint64_t each = 1024 * 4 * 4;  // [1024, 4] f32
+  EXPECT_EQ(plan->sum_of_sizes, 3 * each);
+  EXPECT_GE(plan->arena_size, 2 * each);  // y and z (or x and y) live together
+  EXPECT_LE(plan->arena_size, 3 * each);
+  // A finite bound above the floor is planned exactly: no clamp can shrink it.
+  Graph h;
+  SymInt c = h.add_dim("c", 1, 3000);
+  auto u = h.add_input("u", TensorType{ScalarType::kFloat, {c * 2}, {}});
+  h.set_outputs({*h.add(OpId::NegOut, {u}, "v")});
+  auto plan2 = plan_memory(h, ExportConfig{});
+  ASSERT_TRUE(plan2.is_ok());
+  EXPECT_EQ(plan2->sum_of_sizes, 2 * 6000 * 4u);
+}
+
+// Items 37/39: a view whose target size is symbolic computes it at runtime
+// with aten::sym_size.int + executorch_prim::mul.Scalar; seq ** 3 is a chain
+// of two muls. The program then runs at two lengths through our runtime.
+TEST(Emit, SymbolicViewComputesItsSizeWithPrimOps) {
+  graph::Program p;
+  p.methods.emplace_back("forward");
+  auto& g = p.methods[0];
+  SymInt s = g.add_dim("seq", 1, 8);
+  auto x = g.add_input("x", TensorType{ScalarType::kFloat, {s, s, s}, {}});
+  const SymInt cube = sym_pow(s, 3);
+  EXPECT_EQ(cube.str(), "((seq * seq) * seq)");
+  EXPECT_EQ(sym_pow(s, 1).str(), "seq");
+  EXPECT_EQ(sym_pow(s, 0).str(), "1");
+  EXPECT_EQ(sym_pow(SymInt(3), 4).str(), "81");
+  auto v = g.add(OpId::ViewCopyOut, {x, IntList{cube}}, "layers.0.flat");
+  ASSERT_TRUE(v.is_ok()) << v.status().message();
+  g.set_outputs({*v});
+  ExportConfig config;
+  config.backend = Backend::kPortable;
+  StageLog log;
+  auto contents = run_pipeline(p, config, log);
+  ASSERT_TRUE(contents.is_ok()) << contents.status().message();
+  const auto& ep = *contents->program.execution_plan[0];
+  std::vector<std::string> ops;
+  for (const auto& in : ep.chains[0]->instructions) {
+    if (const auto* k = in->instr_args.AsKernelCall()) {
+      const auto& op = ep.operators[size_t(k->op_index)];
+      ops.push_back(op->name + "." + op->overload);
+    }
+  }
+  EXPECT_EQ(ops, (std::vector<std::string>{"aten::sym_size.int", "executorch_prim::mul.Scalar",
+                                           "executorch_prim::mul.Scalar", "aten::view_copy.out"}));
+  auto dir = std::filesystem::temp_directory_path() / "hf2pte_export_test_symview";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "m.pte").string();
+  ASSERT_TRUE(pte::write_pte(path, std::move(*contents)).is_ok());
+  auto program = rt::Program::load(path);
+  ASSERT_TRUE(program.is_ok()) << program.status().message();
+  auto method = (*program)->load_method("forward", portable_registry());
+  ASSERT_TRUE(method.is_ok()) << method.status().message();
+  for (int64_t n : {2, 5}) {
+    std::vector<float> data(static_cast<size_t>(n * n * n));
+    for (size_t i = 0; i < data.size(); ++i) data[i] = float(i) * 0.5f - 3.0f;
+    ASSERT_TRUE((*method)->set_input(0, HostTensor::from(ScalarType::kFloat, {n, n, n}, data)).is_ok());
+    auto st = (*method)->execute();
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    auto out = (*method)->output_tensor(0);
+    ASSERT_TRUE(out.is_ok());
+    EXPECT_EQ(out->sizes, (std::vector<int64_t>{n * n * n}));
+    ASSERT_EQ(out->numel(), n * n * n);
+    EXPECT_EQ(0, std::memcmp(out->bytes.data(), data.data(), data.size() * 4)) << n;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Item 41: a verifier violation names the op, the node, the model layer it came
+// from and the backend. Each graph is built valid, then broken by hand.
+struct BadGraph {
+  graph::Program p;
+  Graph& g() { return p.methods[0]; }
+  BadGraph() { p.methods.emplace_back("forward"); }
+  std::string verify(Backend backend) {
+    ExportConfig c;
+    c.backend = backend;
+    StageLog log;
+    Status st = verify_program(p, c, log);
+    return st.is_ok() ? std::string("<ok>") : st.message();
+  }
+};
+
+void expect_parts(const std::string& msg, std::initializer_list<const char*> parts) {
+  for (const char* part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "missing '" << part << "' in: " << msg;
+}
+
+TEST(Verify, OpOutsideTheKernelSetNamesOpNodeLayerAndBackend) {
+  BadGraph b;
+  auto x = b.g().add_input("x", TensorType{ScalarType::kFloat, {2, 3}, {}});
+  auto y = b.g().add(OpId::Silu, {x}, "layers.3.mlp.act_fn");  // graph-only: a decomposition should have removed it
+  ASSERT_TRUE(y.is_ok());
+  b.g().set_outputs({*y});
+  expect_parts(b.verify(Backend::kXnnpack), {"not in the kernel op set", "node layers.3.mlp.act_fn", "op aten::silu",
+                                             "layer layers.3,", "backend xnnpack"});
+}
+
+TEST(Verify, WrongDtypeNamesOpNodeLayerAndBackend) {
+  BadGraph b;
+  auto x = b.g().add_input("x", TensorType{ScalarType::kFloat, {2, 3}, {}});
+  auto y = *b.g().add(OpId::NegOut, {x}, "model.layers.12.self_attn.neg");
+  b.g().set_outputs({y});
+  EXPECT_EQ(b.verify(Backend::kPortable), "<ok>");  // negative control: the valid graph passes
+  b.g().mutable_value(y).type.dtype = ScalarType::kLong;
+  expect_parts(b.verify(Backend::kPortable), {"is i64[2, 3] but the op computes f32[2, 3]", "node model.layers.12.self_attn.neg",
+                                              "op aten::neg.out", "layer model.layers.12,", "backend portable"});
+}
+
+TEST(Verify, ShapeMismatchOutsideTheLayersSaysSo) {
+  BadGraph b;
+  auto x = b.g().add_input("x", TensorType{ScalarType::kFloat, {2, 3}, {}});
+  auto w = b.g().add_input("w", TensorType{ScalarType::kFloat, {2, 3}, {}});
+  auto y = *b.g().add(OpId::AddOut, {x, w}, "lm_head.add");
+  b.g().set_outputs({y});
+  b.g().mutable_value(y).type.sizes = {2, 4};
+  expect_parts(b.verify(Backend::kXnnpack), {"is f32[2, 4] but the op computes f32[2, 3]", "node lm_head.add", "op aten::add.out",
+                                             "layer none (outside the layer stack)", "backend xnnpack"});
+  // "xlayers.3" or "layers.3x" is no layer.
+  BadGraph c;
+  auto u = c.g().add_input("u", TensorType{ScalarType::kFloat, {2}, {}});
+  auto v = *c.g().add(OpId::NegOut, {u}, "sublayers.3x.neg");
+  c.g().set_outputs({v});
+  c.g().mutable_value(v).type.dtype = ScalarType::kLong;
+  expect_parts(c.verify(Backend::kXnnpack), {"layer none"});
+}
+
+// Unbacked (data-dependent) sizes: bounded by their declared upper bound,
+// bound at runtime by name, planned at the bound; without a bound the verifier
+// says so and names the node.
+TEST(SymIntUnbacked, BoundsEvaluationAndPlanning) {
+  const SymInt u = SymInt::unbacked("u0", 100), free = SymInt::unbacked("u1", std::nullopt);
+  const graph::DimRanges ranges{{"seq", graph::DimRange{1, 8}}};
+  const SymInt s = SymInt::dim("seq");
+  EXPECT_EQ(u.kind(), SymInt::Kind::kUnbacked);
+  EXPECT_EQ((u * 4).str(), "(u0 * 4)");
+  EXPECT_EQ((u * 4).upper_bound(ranges), 400);
+  EXPECT_EQ((u * s).upper_bound(ranges), 800);
+  EXPECT_EQ((u * s).lower_bound(ranges), 0);
+  EXPECT_EQ((u * s).planning_bound(ranges), 800);
+  EXPECT_EQ((u * s).evaluate({{"u0", 7}, {"seq", 3}}), 21);
+  EXPECT_EQ((u * s).evaluate({{"seq", 3}}), std::nullopt);  // not known until the op ran
+  EXPECT_EQ((u * s).unbounded_unbacked(), std::nullopt);
+  EXPECT_EQ((free + s).unbounded_unbacked(), "u1");
+  // No declared bound: no clamp either (there is no hint to clamp to).
+  EXPECT_EQ((free + s).planning_bound(ranges), graph::DimRange::kUnbounded);
+}
+
+TEST(SymIntUnbacked, PlannedAtTheBoundAndRejectedWithoutOne) {
+  for (bool bounded : {true, false}) {
+    BadGraph b;
+    const SymInt u = SymInt::unbacked("u0", bounded ? std::optional<int64_t>(100) : std::nullopt);
+    auto x = b.g().add_input("x", TensorType{ScalarType::kFloat, {u}, {}});
+    auto y = b.g().add(OpId::ViewCopyOut, {x, IntList{u, 1}}, "layers.1.moe.routed");
+    ASSERT_TRUE(y.is_ok()) << y.status().message();
+    EXPECT_EQ(b.g().type(*y).str(), "f32[u0, 1]");
+    b.g().set_outputs({*y});
+    if (bounded) {
+      EXPECT_EQ(b.verify(Backend::kPortable), "<ok>");
+      auto plan = plan_memory(b.g(), ExportConfig{});
+      ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+      EXPECT_EQ(plan->sum_of_sizes, 2 * 400u);  // x and y, each 100 floats
+    } else {
+      expect_parts(b.verify(Backend::kPortable), {"data-dependent size u0", "no declared upper bound", "node layers.1.moe.routed",
+                                                  "op aten::view_copy.out", "layer layers.1,", "backend portable"});
+      auto plan = plan_memory(b.g(), ExportConfig{});
+      EXPECT_FALSE(plan.is_ok());  // the planner's own backstop
+    }
+  }
+}
+
+// The cap never exceeds the builder's buffers (DimRange::limit), and the
+// hint (here 300) takes part in the formula: max(2*4, 300*4, 1024) = 1200.
+TEST(ProgramFixes, CapRespectsTheBuildersLimitAndTheHint) {
+  struct Case {
+    graph::DimRange range;
+    int64_t want_max;
+    std::string want_text;
+  } cases[] = {
+      {{1, graph::DimRange::kUnbounded, 0, 256}, 256, "seq -> [1, 1024] (limited to 256 by the model's buffers)"},
+      {{1, graph::DimRange::kUnbounded, 300}, 1200, "seq -> [1, 1200];"},
+      {{1, graph::DimRange::kUnbounded, 0, 4096}, 1024, "seq -> [1, 1024];"},
+  };
+  for (const auto& c : cases) {
+    graph::Program p;
+    p.methods.emplace_back("forward");
+    auto& g = p.methods[0];
+    SymInt s = g.add_dim("seq", 1, 1);
+    g.dims().at("seq") = c.range;
+    g.set_outputs({g.add_input("x", TensorType{ScalarType::kFloat, {s}, {}})});
+    StageLog log;
+    ASSERT_TRUE(run_program_fixes(p, ExportConfig{}, log).is_ok());
+    EXPECT_EQ(g.dims().at("seq").max, c.want_max);
+    ASSERT_EQ(log.warnings.size(), 1u);
+    EXPECT_NE(log.warnings[0].find(c.want_text), std::string::npos) << log.warnings[0];
+  }
+  graph::Program p;
+  p.methods.emplace_back("forward");
+  p.methods[0].add_dim("seq", 300, graph::DimRange::kUnbounded);
+  p.methods[0].dims().at("seq").limit = 256;
+  StageLog log;
+  auto st = run_program_fixes(p, ExportConfig{}, log);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("minimum 300 exceeds the model's bound 256"), std::string::npos) << st.message();
 }
 
 }  // namespace

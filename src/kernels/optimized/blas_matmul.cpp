@@ -74,17 +74,28 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, cons
   });
 }
 
+/// Rows per batch up to which batched_gemm_f32 runs GEMVs instead of sgemm.
+constexpr int64_t kGemvRows = 8;
+/// ... when K and N are at least this (narrow heads, e.g. head_dim 8, stay sgemm).
+constexpr int64_t kGemvMinDim = 32;
+
 void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
                       float* C) {
   if (M * N == 0) return;
-  if (M == 1) {
+  if (M == 1 || (M <= kGemvRows && std::min(K, N) >= kGemvMinDim)) {
+    // Decode attention (M = 1, or the query heads of a GQA group): one SIMD
+    // GEMV per row beats sgemm's packing at these sizes.
     const SimdKernels& k = simd();
-    parallel_for(batch, batch * K * N >= 65536 ? 1 : batch, [&](int64_t b0, int64_t b1) {
+    parallel_for(batch, batch * M * K * N >= 65536 ? 1 : batch, [&](int64_t b0, int64_t b1) {
       for (int64_t i = b0; i < b1; ++i) {
-        if (trans_b) {
-          k.gemv_t(A + i * K, B + i * N * K, C + i * N, K, K, 0, N);
-        } else {
-          k.gemv(A + i * K, B + i * K * N, nullptr, C + i * N, K, N, 0, N);
+        for (int64_t r = 0; r < M; ++r) {
+          const float* a = A + (i * M + r) * K;
+          float* c = C + (i * M + r) * N;
+          if (trans_b) {
+            k.gemv_t(a, B + i * N * K, c, K, K, 0, N);
+          } else {
+            k.gemv(a, B + i * K * N, nullptr, c, K, N, 0, N);
+          }
         }
       }
     });

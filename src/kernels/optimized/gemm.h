@@ -16,8 +16,10 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, cons
               const float* bias = nullptr);
 
 /// C[b] = A[b] B[b] for b < batch: A[b] [M,K], B[b] [K,N] (or [N,K] when
-/// `trans_b`), C[b] [M,N], all contiguous. Batches across the pool; M = 1 is a
-/// SIMD GEMV per batch (decode attention), larger M a single-threaded sgemm.
+/// `trans_b`), C[b] [M,N], all contiguous. Batches across the pool; M <= 8 is
+/// a SIMD GEMV per row (decode attention, GQA groups; M > 1 only when K and
+/// N are >= 32), larger M a
+/// single-threaded sgemm.
 void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
                       float* C);
 

@@ -48,3 +48,10 @@ namespace hf2pte::kernels {
 Status index_put_(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
 }  // namespace hf2pte::kernels
+
+namespace hf2pte::kernels {
+
+/// aten::mul.Scalar_out, contiguous float32 (else portable).
+Status mul_scalar_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+
+}  // namespace hf2pte::kernels

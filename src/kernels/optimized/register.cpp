@@ -25,6 +25,7 @@ constexpr std::array kOptimizedKernels{
     OptimizedKernel{OpId::PermuteCopyOut, permute_copy_out},
     OptimizedKernel{OpId::WhereSelfOut, where_self_out},
     OptimizedKernel{OpId::IndexPut_, index_put_},
+    OptimizedKernel{OpId::MulScalarOut, mul_scalar_out},
 };
 
 }  // namespace

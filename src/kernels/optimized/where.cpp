@@ -1,6 +1,7 @@
 // where.self_out for the attention mask: float self (the scores), a bool
-// condition equal to self's trailing dims (broadcast over heads), a
-// one-element other (-inf). Anything else is the portable kernel's.
+// condition equal to self's trailing dims after its leading 1s (broadcast
+// over heads), a one-element other (-inf). Anything else is the portable
+// kernel's.
 #include <cstring>
 
 #include "kernels/optimized/optimized_ops.h"
@@ -20,7 +21,11 @@ Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
               other.dtype() == ScalarType::kFloat && out.dtype() == ScalarType::kFloat && other.numel() == 1 &&
               other.dim() <= self.dim() && cond.dim() <= self.dim() && cond.is_contiguous() && self.is_contiguous() &&
               cond.raw_data() != nullptr && self.raw_data() != nullptr && other.raw_data() != nullptr && cond.numel() > 0;
-  for (int d = 0; fast && d < cond.dim(); ++d) {
+  // Leading 1s of the condition broadcast too (sdpa_to_math views the mask as
+  // [1, 1, 1, L, S] against scores [lead, kv, group, L, S]).
+  int lead_ones = 0;
+  while (lead_ones < cond.dim() && cond.size(lead_ones) == 1) ++lead_ones;
+  for (int d = lead_ones; fast && d < cond.dim(); ++d) {
     fast = cond.size(d) == self.size(self.dim() - cond.dim() + d);
   }
   if (!fast || !out.resize(self.sizes()) || !out.is_contiguous()) return kernels::WhereSelfOut(ctx, args);

@@ -146,6 +146,42 @@ TEST(XnnPartition, LinearsBecomeFullyConnectedWithNamedWeights) {
   EXPECT_EQ(std::vector<uint32_t>(in->dims()->begin(), in->dims()->end()), (std::vector<uint32_t>{16, 4}));
 }
 
+TEST(XnnPartition, KeyTransposeFoldsIntoBatchMatMul) {
+  // q . k^T as bmm(q, permute(k, [0, 2, 1])): one BatchMatMul with
+  // XNN_FLAG_TRANSPOSE_B reading k, no transpose node. A permute that has
+  // another user stays a transpose.
+  for (bool shared : {false, true}) {
+    graph::Graph g;
+    auto q = g.add_input("q", {ScalarType::kFloat, {2, 1, 4}, {}});
+    auto k = g.add_input("k", {ScalarType::kFloat, {2, 8, 4}, {}});
+    auto kt = g.add(OpId::PermuteCopyOut, {k, graph::IntList{0, 2, 1}}, "kT");
+    ASSERT_TRUE(kt.is_ok()) << kt.status().message();
+    auto s = g.add(OpId::BmmOut, {q, *kt}, "qk");
+    ASSERT_TRUE(s.is_ok()) << s.status().message();
+    std::vector<graph::ValueId> outs{*s};
+    if (shared) outs.push_back(*kt);
+    g.set_outputs(outs);
+    auto stats = partition_for_xnnpack(g);
+    ASSERT_TRUE(stats.is_ok()) << stats.status().message();
+    EXPECT_EQ(stats->partitions, 1);
+    EXPECT_EQ(stats->xnn_nodes["XNNStaticTranspose"], shared ? 1 : 0);
+    ASSERT_EQ(g.delegates().size(), 1u);
+    auto v = verify_payload(g.delegates()[0].payload);
+    ASSERT_TRUE(v.is_ok()) << v.status().message();
+    int bmms = 0;
+    for (const auto* n : *v->graph->xnodes()) {
+      const auto* bmm = n->xnode_union_as_XNNBatchMatrixMultiply();
+      if (bmm == nullptr) continue;
+      ++bmms;
+      EXPECT_EQ(bmm->flags(), shared ? 0u : 1u);
+      const auto* in2 = v->graph->xvalues()->Get(bmm->input2_id())->xvalue_union_as_XNNTensorValue();
+      const std::vector<uint32_t> dims(in2->dims()->begin(), in2->dims()->end());
+      EXPECT_EQ(dims, shared ? (std::vector<uint32_t>{2, 4, 8}) : (std::vector<uint32_t>{2, 8, 4}));
+    }
+    EXPECT_EQ(bmms, 1);
+  }
+}
+
 TEST(XnnPartition, LinearOnlyLeavesOtherOpsAlone) {
   graph::Graph g;
   auto x = g.add_input("x", {ScalarType::kFloat, {2, 4}, {}});

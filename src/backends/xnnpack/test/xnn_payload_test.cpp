@@ -3,6 +3,7 @@
 // (hostile input -> error, never a crash) and the fp32 node set LLMs use.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -324,6 +325,54 @@ TEST(XnnOps, BinaryBroadcastAndMinMax) {
   VectorBinder out;
   auto st = run(b.finish(), {{{2, 3}, std::vector<float>(6)}, {{2, 2}, std::vector<float>(4)}}, out);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.message();
+}
+
+TEST(XnnOps, BinaryBroadcastBlocksMatchIndexMath) {
+  // Every broadcast layout an LLM graph uses (bias row, per-row scale, scalar,
+  // a middle broadcast dim, both operands broadcast), against the numpy rule
+  // written out per element in double.
+  const std::vector<std::pair<std::vector<uint32_t>, std::vector<uint32_t>>> shapes = {
+      {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}},       {{2, 3, 4}, {2, 3, 1}}, {{2, 3, 4}, {1}},
+      {{2, 3, 4}, {2, 1, 4}}, {{2, 1, 4}, {1, 3, 1}}, {{1}, {2, 3, 4}},       {{3, 1}, {2, 3, 4}},
+      {{2, 3, 4}, {1, 3, 4}}, {{2, 3, 4}, {3, 1}},
+  };
+  for (const auto& [sa, sb] : shapes) {
+    const size_t rank = std::max(sa.size(), sb.size());
+    std::vector<uint32_t> so(rank);
+    auto dim = [&](const std::vector<uint32_t>& s, size_t d) { return d + s.size() >= rank ? s[d + s.size() - rank] : 1u; };
+    for (size_t d = 0; d < rank; ++d) so[d] = std::max(dim(sa, d), dim(sb, d));
+    auto count = [](const std::vector<uint32_t>& s) { size_t n = 1; for (auto d : s) n *= d; return n; };
+    std::vector<float> a(count(sa)), c(count(sb));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = 0.5f + float(i) * 0.25f;
+    for (size_t i = 0; i < c.size(); ++i) c[i] = 1.0f + float(i) * 0.125f;
+    PayloadBuilder b;
+    uint32_t x = b.input(sa), y = b.input(sb), out = b.output(so);
+    b.binary(fb::XNodeUnion::XNNMultiply, x, y, out);
+    VectorBinder got;
+    auto i64 = [](const std::vector<uint32_t>& s) { return std::vector<int64_t>(s.begin(), s.end()); };
+    auto st = run(b.finish(), {{i64(sa), a}, {i64(sb), c}}, got);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    ASSERT_EQ(got.data[2].size(), count(so));
+    // Reference: offset of output index idx in an operand of shape s.
+    auto offset = [&](const std::vector<uint32_t>& s, const std::vector<size_t>& idx) {
+      size_t off = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        if (d + s.size() < rank) continue;
+        const uint32_t n = s[d + s.size() - rank];
+        off = off * n + (n == 1 ? 0 : idx[d]);
+      }
+      return off;
+    };
+    std::vector<size_t> idx(rank, 0);
+    for (size_t i = 0; i < count(so); ++i) {
+      const double want = double(a[offset(sa, idx)]) * double(c[offset(sb, idx)]);
+      EXPECT_EQ(got.data[2][i], float(want)) << "output " << i << " of [" << sa.size() << "-d] x [" << sb.size() << "-d]";
+      for (size_t d = rank; d-- > 0;) {
+        if (++idx[d] < so[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
 }
 
 TEST(XnnOps, ReshapeRejectsHostileShapes) {
