@@ -675,7 +675,10 @@ TEST(Phi3, PartialRotaryLongRopeTiedMatchesNaiveForward) {
   Tensors w = fixture_tensors("phi3");
   w.erase("lm_head.weight");
   Tensors naive;
-  for (const auto& [n, t] : w) {
+  for (const auto& entry : w) {
+    // Named references, not structured bindings: clang 14 cannot capture those.
+    const std::string& n = entry.first;
+    const Tensor& t = entry.second;
     auto split = [&](const std::string& from, const std::vector<std::pair<std::string, int64_t>>& parts) {
       const auto p = n.find(from);
       if (p == std::string::npos) return false;

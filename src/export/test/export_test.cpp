@@ -627,7 +627,7 @@ TEST(ProgramFixes, CapRespectsTheBuildersLimitAndTheHint) {
   StageLog log;
   auto st = run_program_fixes(p, ExportConfig{}, log);
   ASSERT_FALSE(st.is_ok());
-  EXPECT_NE(st.message().find("minimum 300 exceeds the model's bound 256"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("--dim seq=300: minimum exceeds the model's bound 256"), std::string::npos) << st.message();
 }
 
 }  // namespace
