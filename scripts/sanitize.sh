@@ -33,3 +33,4 @@ run_fuzzer fuzz_npy "$(corpus npy tests/data/fixtures/llama-mha/*.npy)"
 # registered, so mutations of the delegate segment reach the payload parser.
 run_fuzzer fuzz_xnnpack "$(corpus xnnpack tests/data/conformance/{add,dynamic,quantized}.pte)"
 run_fuzzer fuzz_tokenizer "$(corpus tokenizer models/stories260K/tokenizer.json fuzz/seeds/tokenizer/*.json)"
+run_fuzzer fuzz_chat_template "$(corpus chat_template fuzz/seeds/chat_template/*.jinja)"

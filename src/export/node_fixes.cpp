@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "export/rewrite.h"
@@ -44,6 +46,44 @@ Result<bool> normalize_negative_dims(graph::Graph& g, graph::Node& n) {
   return changed;
 }
 
+/// A size provably 0 under the graph's dim ranges (a symbolic size that may be
+/// non-zero is not: pruning it would change the result when it is).
+bool provably_empty(const graph::Graph& g, ValueId v) {
+  for (const auto& s : g.type(v).sizes) {
+    if (s.upper_bound(g.dims()) == 0) return true;
+  }
+  return false;
+}
+
+// cat(xs, dim) -> cat([x in xs if not provably empty], dim); one left -> x
+// itself; none left -> a zero-element constant of the output's type (seed item
+// 20: inputs whose size is unknown are kept; an all-empty cat becomes a filled
+// tensor, which has no elements here since every input is empty along `dim`).
+Result<std::optional<std::vector<ValueId>>> prune_empty_cat_inputs(Graph& g, const Node& n) {
+  if (n.op != OpId::CatOut) return std::optional<std::vector<ValueId>>{};
+  const auto& xs = std::get<graph::TensorList>(n.args[0]);
+  graph::TensorList kept;
+  for (ValueId x : xs) {
+    if (!provably_empty(g, x)) kept.push_back(x);
+  }
+  if (kept.size() == xs.size()) return std::optional<std::vector<ValueId>>{};
+  const graph::TensorType out = g.type(n.outputs[0]);  // copy: adding values reallocates
+  if (kept.size() == 1 && g.type(kept[0]).sizes == out.sizes) return std::optional<std::vector<ValueId>>{{kept[0]}};
+  if (kept.empty()) {
+    std::vector<int64_t> sizes;
+    for (const auto& s : out.sizes) {
+      if (!s.is_constant()) return std::optional<std::vector<ValueId>>{};  // symbolic shape: leave the cat
+      sizes.push_back(s.constant_value());
+    }
+    return std::optional<std::vector<ValueId>>{
+        {g.add_constant(n.name + ".empty", graph::ConstantData::from_bytes(out.dtype, sizes, {}, "empty cat"))}};
+  }
+  auto args = n.args;
+  args[0] = kept;
+  HF2PTE_ASSIGN_OR_RETURN(ValueId y, g.add(OpId::CatOut, std::move(args), n.name));
+  return std::optional<std::vector<ValueId>>{{y}};
+}
+
 }  // namespace
 
 Status run_node_fixes(graph::Program& p, const ExportConfig& c, StageLog& log) {
@@ -54,7 +94,14 @@ Status run_node_fixes(graph::Program& p, const ExportConfig& c, StageLog& log) {
       if (!r) return r.status().with_context(fmt::format("node {}", n.name));
       fixed += *r ? 1 : 0;
     }
-    log.notes.push_back(fmt::format("{}: negative dims normalised in {} nodes", g.name(), fixed));
+    // Only graphs with a cat go through the rewrite driver (which also drops
+    // nodes left dead); the other fixes edit nodes in place.
+    RuleCounts pruned;
+    if (std::any_of(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.op == OpId::CatOut; })) {
+      HF2PTE_ASSIGN_OR_RETURN(pruned, rewrite_to_fixed_point(g, {{"prune_empty_cat_inputs", prune_empty_cat_inputs}}));
+    }
+    log.notes.push_back(fmt::format("{}: negative dims normalised in {} nodes, {} cats pruned of empty inputs", g.name(),
+                                    fixed, pruned.empty() ? 0 : pruned.begin()->second));
   }
   (void)c;
   return Status::ok();

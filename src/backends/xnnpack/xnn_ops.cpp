@@ -120,8 +120,10 @@ class Runner {
     return &g_.values[vi];
   }
 
-  /// Gives value `vi` the shape `shape` and storage for it.
-  Result<XValue*> output(uint32_t vi, Shape shape) {
+  /// Gives value `vi` the shape `shape` and storage for it. Both reuse the
+  /// value's buffers from the previous call (no allocation per call once the
+  /// largest shape has been seen). `shape` must not be `vi`'s own.
+  Result<XValue*> output(uint32_t vi, const Shape& shape) {
     XValue& v = g_.values[vi];
     HF2PTE_CHECK_OR_RETURN(shape.size() <= kMaxRank, kInvalidProgram, "output rank {} > {}", shape.size(), kMaxRank);
     HF2PTE_ASSIGN_OR_RETURN(int64_t n, checked_numel(shape));
@@ -133,7 +135,7 @@ class Runner {
       v.scratch.resize(size_t((bytes + 7) / 8));
       v.data = v.scratch.data();
     }
-    v.shape = std::move(shape);
+    v.shape.assign(shape.begin(), shape.end());
     ready_[vi] = 1;
     return &v;
   }
@@ -289,6 +291,8 @@ float apply_binary(BinaryKind k, float a, float b) {
   return 0.0f;
 }
 
+using BroadcastStrides = std::array<int64_t, kMaxRank>;
+
 /// One binary loop over `n` outputs; each operand either a contiguous run
 /// (step 1) or one value repeated (step 0).
 template <typename Op>
@@ -333,14 +337,14 @@ void binary_blocks(Op op, const float* a, const float* b, float* y, int64_t oute
 /// constant (a bias row, a per-row scale, a scalar). One tight loop per block,
 /// the same float expressions as apply_binary. `sa`/`sb` are the operands'
 /// element strides per output dim (0 where broadcast).
-bool binary_f32_fast(BinaryKind k, const Shape& out, const XValue& a, const Shape& sa, const XValue& b,
-                     const Shape& sb, float* y) {
+bool binary_f32_fast(BinaryKind k, const Shape& out, const XValue& a, const BroadcastStrides& sa, const XValue& b,
+                     const BroadcastStrides& sb, float* y) {
   const size_t rank = out.size();
   if (rank > kMaxRank) return false;
   const int64_t total = numel(out);
   if (total == 0) return true;
   // Largest suffix [split, rank) where each operand is all-contiguous or all-constant.
-  auto suffix_kind = [&](const Shape& st, size_t from, bool& vec) {
+  auto suffix_kind = [&](const BroadcastStrides& st, size_t from, bool& vec) {
     int64_t expect = 1;
     bool contiguous = true, constant = true;
     for (size_t d = rank; d-- > from;) {
@@ -387,17 +391,23 @@ Status Runner::exec(const XNode& n, const BinaryParams& p) {
   HF2PTE_ASSIGN_OR_RETURN(XValue * b, input(p.input2));
   // Numpy broadcasting, aligned at the innermost dim.
   const size_t rank = std::max(a->shape.size(), b->shape.size());
-  Shape out(rank), sa(rank, 0), sb(rank, 0);
-  const Shape ta = strides_of(a->shape), tb = strides_of(b->shape);
-  for (size_t d = 0; d < rank; ++d) {
-    const size_t oa = rank - a->shape.size(), ob = rank - b->shape.size();
+  HF2PTE_CHECK_OR_RETURN(rank <= kMaxRank, kInvalidProgram, "binary operand rank {} > {}", rank, kMaxRank);
+  // Element strides per output dim (0 where broadcast), on the stack: this
+  // runs for every elementwise node of every call.
+  Shape out(rank);
+  BroadcastStrides sa{}, sb{};
+  const size_t oa = rank - a->shape.size(), ob = rank - b->shape.size();
+  int64_t step_a = 1, step_b = 1;
+  for (size_t d = rank; d-- > 0;) {
     const int64_t da = d >= oa ? a->shape[d - oa] : 1, db = d >= ob ? b->shape[d - ob] : 1;
     HF2PTE_CHECK_OR_RETURN(da == db || da == 1 || db == 1, kInvalidArgument,
                            "shapes [{}] and [{}] do not broadcast", fmt::join(a->shape, ", "),
                            fmt::join(b->shape, ", "));
     out[d] = da == 1 ? db : da;
-    if (d >= oa && da != 1) sa[d] = ta[d - oa];
-    if (d >= ob && db != 1) sb[d] = tb[d - ob];
+    if (da != 1) sa[d] = step_a;
+    if (db != 1) sb[d] = step_b;
+    step_a *= da;
+    step_b *= db;
   }
   HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
   const bool om = p.kind != BinaryKind::kMin && p.kind != BinaryKind::kMax;
