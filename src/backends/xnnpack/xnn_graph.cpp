@@ -120,7 +120,8 @@ class Compiler {
 
  private:
   /// Bytes of constant_data[idx] (or legacy constant_buffer[idx]).
-  Result<std::span<const uint8_t>> constant_bytes(uint32_t idx) {
+  Result<std::span<const uint8_t>> constant_bytes(uint32_t idx, bool* in_file = nullptr) {
+    if (in_file) *in_file = false;
     if (!p_.has_header) {
       // Legacy XN00 payload: inline storage, no constant region (§5).
       const auto* bufs = g_.constant_buffer();
@@ -140,6 +141,7 @@ class Compiler {
                              e->named_key()->str());
       auto bytes = file_->named_data(e->named_key()->string_view());
       if (!bytes) return bytes.status().with_context("XNNPACK constant_data " + std::to_string(idx));
+      if (in_file) *in_file = true;
       return *bytes;
     }
     const uint64_t region = p_.constants.size();
@@ -202,16 +204,22 @@ class Compiler {
     if (tv->constant_buffer_idx() != 0) {
       HF2PTE_CHECK_OR_RETURN(flags == 0, kInvalidProgram, "an external value cannot have constant data");
       HF2PTE_CHECK_OR_RETURN(v.dtype != XDtype::kQDInt8, kInvalidProgram, "a qdint8 value cannot have constant data");
-      HF2PTE_ASSIGN_OR_RETURN(auto bytes, constant_bytes(tv->constant_buffer_idx()));
+      bool in_file = false;
+      HF2PTE_ASSIGN_OR_RETURN(auto bytes, constant_bytes(tv->constant_buffer_idx(), &in_file));
       const uint64_t need = packed_bytes(v);
       HF2PTE_CHECK_OR_RETURN(bytes.size() >= need, kInvalidProgram,
                              "constant data too small for {} {}; expected {} bytes, got {}",
                              xdtype_name(v.dtype), fmt::join(v.dims, "x"), need, bytes.size());
-      v.constant.resize(size_t((need + 7) / 8));
-      if (need != 0) std::memcpy(v.constant.data(), bytes.data(), size_t(need));
+      if (in_file && reinterpret_cast<uintptr_t>(bytes.data()) % 8 == 0) {
+        v.cptr = bytes.data();  // read in place: named data lives as long as the program
+      } else {
+        v.constant.resize(size_t((need + 7) / 8));
+        if (need != 0) std::memcpy(v.constant.data(), bytes.data(), size_t(need));
+        v.cptr = v.constant.data();
+      }
       v.is_constant = true;
       v.shape = v.dims;
-      v.data = v.constant.data();
+      v.data = const_cast<void*>(v.cptr);  // never written: node outputs cannot be constants
     }
     HF2PTE_CHECK_OR_RETURN(id_map_.emplace(tv->id_out(), idx).second, kInvalidProgram, "id_out {} is used twice",
                            tv->id_out());
@@ -455,7 +463,7 @@ class Compiler {
 
 /// Reads element `i` of a constant as float (dequantizing with channel `c`).
 float const_as_float(const XValue& v, size_t i, int64_t c) {
-  const auto* b = reinterpret_cast<const uint8_t*>(v.constant.data());
+  const auto* b = static_cast<const uint8_t*>(v.cptr);
   switch (v.dtype) {
     case XDtype::kFp32: return reinterpret_cast<const float*>(b)[i];
     case XDtype::kQInt8:
@@ -475,7 +483,7 @@ float const_as_float(const XValue& v, size_t i, int64_t c) {
 /// Element (r, c) of a 2-D 4-bit filter: nibble c of row r (low nibble first),
 /// minus the implicit zero point 8, times its channel or block scale.
 float int4_as_float(const XValue& w, int64_t r, int64_t c) {
-  const auto* b = reinterpret_cast<const uint8_t*>(w.constant.data());
+  const auto* b = static_cast<const uint8_t*>(w.cptr);
   const uint8_t byte = b[size_t(r * ((w.dims[1] + 1) / 2) + c / 2)];
   const int32_t q = int32_t(c % 2 != 0 ? byte >> 4 : byte & 0xF) - 8;
   if (w.dtype == XDtype::kQBInt4) {
@@ -484,8 +492,22 @@ float int4_as_float(const XValue& w, int64_t r, int64_t c) {
   return float(q) * w.scale_of(w.channel_dim == 0 ? r : c);
 }
 
-// Packs the filter once: [n, k] row-major whatever the serialized layout, as
-// float (fp32 or weight-only quantized filters) or int8 (static quantization).
+/// Dequantizes a filter once into p.weights as [k, n] float, the layout
+/// gemm_f32 streams, whatever the serialized layout.
+void pack_float_filter(FullyConnectedParams& p, const XValue& w, bool transposed) {
+  p.weights.resize(size_t(p.n * p.k));
+  for (int64_t r = 0; r < w.dims[0]; ++r) {
+    for (int64_t c = 0; c < w.dims[1]; ++c) {
+      // Per-channel scales run along channel_dim of the serialized layout.
+      const float f = is_int4(w.dtype) ? int4_as_float(w, r, c)
+                                       : const_as_float(w, size_t(r * w.dims[1] + c), w.channel_dim == 0 ? r : c);
+      p.weights[size_t(transposed ? r * p.n + c : c * p.n + r)] = f;
+    }
+  }
+}
+
+// The filter once: fp32 read in place, weight-only quantized filters
+// dequantized to float [k, n], int8 (static quantization) repacked [n, k].
 Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
   FullyConnectedParams p;
   HF2PTE_ASSIGN_OR_RETURN(p.input, resolve(t->input1_id(), "input1_id"));
@@ -507,9 +529,6 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
     HF2PTE_CHECK_OR_RETURN(numel_of(b->dims) == p.n, kInvalidProgram, "bias has {} elements; expected {}",
                            numel_of(b->dims), p.n);
   }
-  // Channel of filter element (r, c) in serialized layout: per-channel scales
-  // run along channel_dim.
-  auto channel = [&](int64_t r, int64_t c) { return w.channel_dim == 0 ? r : c; };
   // qdint8 inputs are held as float on their int8 grid (xnn_graph.h), so they
   // take the float path with dequantized weights.
   p.quantized = x.dtype != XDtype::kFp32 && x.dtype != XDtype::kQDInt8;
@@ -519,14 +538,11 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
     HF2PTE_CHECK_OR_RETURN(w.dtype != XDtype::kQUInt8 && w.dtype != XDtype::kInt32 && w.dtype != XDtype::kQInt32 &&
                                w.dtype != XDtype::kQCInt32,
                            kNotSupported, "filter datatype {} with fp32 input", xdtype_name(w.dtype));
-    p.weights.resize(size_t(p.n * p.k));
-    for (int64_t r = 0; r < w.dims[0]; ++r) {
-      for (int64_t c = 0; c < w.dims[1]; ++c) {
-        const float f = is_int4(w.dtype) ? int4_as_float(w, r, c)
-                                         : const_as_float(w, size_t(r * w.dims[1] + c), channel(r, c));
-        // Packed once, [k, n]: the layout gemm_f32 streams (xnn_ops.cpp).
-        p.weights[size_t(transposed ? r * p.n + c : c * p.n + r)] = f;
-      }
+    if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32) {
+      // Read in place in either serialized layout: no copy of the weights.
+      (transposed ? p.weights_kn : p.weights_nk) = static_cast<const float*>(w.cptr);
+    } else {
+      pack_float_filter(p, w, transposed);
     }
     if (b != nullptr) {
       p.bias_f.resize(size_t(p.n));
@@ -544,7 +560,7 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
     p.weight_zero_point = w.zero_point;
     p.weights_q.resize(size_t(p.n * p.k));
     p.requant.resize(size_t(p.n));
-    const auto* wq = reinterpret_cast<const int8_t*>(w.constant.data());
+    const auto* wq = static_cast<const int8_t*>(w.cptr);
     for (int64_t r = 0; r < w.dims[0]; ++r) {
       for (int64_t c = 0; c < w.dims[1]; ++c) {
         p.weights_q[size_t(transposed ? c * p.k + r : r * p.k + c)] = wq[r * w.dims[1] + c];
@@ -555,7 +571,7 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
       p.requant[size_t(c)] = x.scale * ws / y.scale;
     }
     if (b != nullptr) {
-      const auto* bq = reinterpret_cast<const int32_t*>(b->constant.data());
+      const auto* bq = static_cast<const int32_t*>(b->cptr);
       p.bias_q.assign(bq, bq + p.n);
     }
   }

@@ -65,8 +65,12 @@ struct XValue {
   bool is_input = false;
   bool is_output = false;
   /// Constant bytes copied out of the program at init (8-byte aligned storage,
-  /// so typed reads are valid whatever the segment alignment was).
+  /// so typed reads are valid whatever the segment alignment was) when they
+  /// cannot be read in place.
   std::vector<uint64_t> constant;
+  /// The constant's bytes: in the program's mapped named data when that is
+  /// 8-byte aligned (no copy; the file outlives the delegate), else `constant`.
+  const void* cptr = nullptr;
   bool is_constant = false;
   // Run-time state.
   std::vector<int64_t> shape;
@@ -101,7 +105,11 @@ struct FullyConnectedParams {
   uint32_t input, filter, bias, output;
   int64_t n = 0, k = 0;
   bool quantized = false;        ///< qint8 input/output: integer accumulation
-  std::vector<float> weights;    ///< [k, n] (packed for gemm_f32), float path
+  std::vector<float> weights;    ///< [k, n] (packed for gemm_f32), float path, when not read in place
+  /// fp32 filters read in place from the program (no copy): exactly one is set
+  /// when `weights` is empty on the float path.
+  const float* weights_kn = nullptr;  ///< serialized [k, n] (transposed flag)
+  const float* weights_nk = nullptr;  ///< serialized [n, k] (XNNPACK's default layout)
   std::vector<float> bias_f;     ///< [n] or empty, float path
   std::vector<int8_t> weights_q;  ///< [n, k], quantized path
   std::vector<int32_t> bias_q;    ///< [n] or empty, quantized path

@@ -447,8 +447,14 @@ Status Runner::exec(const XNode& n, const FullyConnectedParams& p) {
         for (int64_t j = 0; j < p.n; ++j) outp[r * p.n + j] = p.bias_f.empty() ? 0.0f : p.bias_f[size_t(j)];
       }
     } else {
-      kernels::gemm_f32(rows, p.n, p.k, 1.0f, static_cast<const float*>(x->data), p.weights.data(), 0.0f, outp,
-                        p.bias_f.empty() ? nullptr : p.bias_f.data());
+      const float* in = static_cast<const float*>(x->data);
+      const float* bias = p.bias_f.empty() ? nullptr : p.bias_f.data();
+      if (p.weights_nk != nullptr) {
+        kernels::gemm_f32_nt(rows, p.n, p.k, in, p.weights_nk, outp, bias);
+      } else {
+        kernels::gemm_f32(rows, p.n, p.k, 1.0f, in, p.weights_kn != nullptr ? p.weights_kn : p.weights.data(), 0.0f,
+                          outp, bias);
+      }
     }
     if (std::isfinite(n.out_min) || std::isfinite(n.out_max)) {
       for (int64_t i = 0, e = rows * p.n; i < e; ++i) outp[i] = clamp_om(n, outp[i]);

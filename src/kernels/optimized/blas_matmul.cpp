@@ -79,6 +79,30 @@ constexpr int64_t kGemvRows = 8;
 /// ... when K and N are at least this (narrow heads, e.g. head_dim 8, stay sgemm).
 constexpr int64_t kGemvMinDim = 32;
 
+void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias) {
+  if (M * N == 0) return;
+  blas_single_thread();
+  if (M == 1) {
+    // Rows of W are contiguous: each task streams its own block of rows.
+    const int64_t grain = std::max<int64_t>(16, 65536 / std::max<int64_t>(K, 1));
+    parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+      float b = 0.0f;
+      if (bias != nullptr) std::copy(bias + n0, bias + n1, C + n0), b = 1.0f;
+      else std::fill(C + n0, C + n1, 0.0f), b = 1.0f;  // beta = 0 must ignore C (NaN from an earlier op)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n1 - n0), int(K), 1.0f, W + n0 * K, int(K), A, 1, b, C + n0, 1);
+    });
+    return;
+  }
+  parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
+    for (int64_t i = 0; i < M; ++i) {
+      if (bias != nullptr) std::copy(bias + n0, bias + n1, C + i * N + n0);
+      else std::fill(C + i * N + n0, C + i * N + n1, 0.0f);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(n1 - n0), int(K), 1.0f, A, int(K), W + n0 * K,
+                int(K), 1.0f, C + n0, int(N));
+  });
+}
+
 void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
                       float* C) {
   if (M * N == 0) return;

@@ -15,6 +15,11 @@ namespace hf2pte::kernels {
 void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B, float beta, float* C,
               const float* bias = nullptr);
 
+/// C[M,N] = A[M,K] W^T (+ bias[N] per row) with W stored [N,K] row-major
+/// (XNNPACK's filter layout, read in place): M = 1 is a row-block sgemv per
+/// task, larger M a single-threaded sgemm per column block.
+void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias);
+
 /// C[b] = A[b] B[b] for b < batch: A[b] [M,K], B[b] [K,N] (or [N,K] when
 /// `trans_b`), C[b] [M,N], all contiguous. Batches across the pool; M <= 8 is
 /// a SIMD GEMV per row (decode attention, GQA groups; M > 1 only when K and
