@@ -291,4 +291,6 @@ Result<ValueId> BlockBuilder::moe(ValueId x, const MoeWeights& w, const MoeOptio
   return *acc;
 }
 
+std::string layer_name(std::string_view tmpl, int64_t layer) { return fmt::format(fmt::runtime(tmpl), layer); }
+
 }  // namespace hf2pte::models

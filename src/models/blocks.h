@@ -3,6 +3,8 @@
 // debug name "layers.<i>.<what>".
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -127,5 +129,16 @@ class BlockBuilder {
   ScalarType dtype_;
   WeightLayout layout_;
 };
+
+/// A tensor-name template with the layer filled in: "model.layers.{}.mlp" -> "model.layers.3.mlp".
+std::string layer_name(std::string_view tmpl, int64_t layer);
+
+/// The raw bytes of `v`, for constants computed at export (position tables).
+template <typename T>
+std::vector<uint8_t> to_bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
 
 }  // namespace hf2pte::models

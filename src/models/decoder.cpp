@@ -24,15 +24,6 @@ using graph::None;
 using graph::OptTensorList;
 using graph::TensorType;
 
-std::string layer_name(std::string_view tmpl, int64_t layer) { return fmt::format(fmt::runtime(tmpl), layer); }
-
-template <typename T>
-std::vector<uint8_t> to_bytes(const std::vector<T>& v) {
-  std::vector<uint8_t> b(v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
 struct LayerWeights {
   std::optional<NormWeights> attn_norm, ffn_norm, post_attn_norm, post_ffn_norm, q_norm, k_norm;
   LinearWeights q, k, v, o;

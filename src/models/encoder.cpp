@@ -99,15 +99,6 @@ constexpr std::array kEncoders = {
 constexpr std::string_view kIgnorable[] = {"pooler.", "cls.seq_relationship.", "embeddings.position_ids",
                                            "embeddings.token_type_ids"};
 
-std::string layer_name(std::string_view tmpl, int64_t layer) { return fmt::format(fmt::runtime(tmpl), layer); }
-
-template <typename T>
-std::vector<uint8_t> to_bytes(const std::vector<T>& v) {
-  std::vector<uint8_t> b(v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
 struct LayerWeights {
   LinearWeights q, k, v, o, up, down;
   NormWeights attn_norm, ffn_norm;
