@@ -277,5 +277,13 @@ TEST(Cli, ReportIsWrittenForEveryFixture) {
   EXPECT_GE(checked, 19);
 }
 
+TEST(Cli, PromptLongerThanTheContextIsRefusedWithBothLengths) {
+  auto dir = test::temp_dir("t");
+  auto model = test::repo_path("tests/data/fixtures/llama-mha");
+  ASSERT_EQ(run_cli("export " + model + " -o " + dir + "/m.pte --max-seq-len 8 --quiet", dir).exit_code, 0);
+  auto r = run_cli("generate " + dir + "/m.pte --prompt-ids 1,2,3,4,5,6,7,8,9,10 --max-new-tokens 2", dir);
+  expect_one_line_error(r, "the prompt has 10 tokens; the program's context holds at most 8");
+}
+
 }  // namespace
 }  // namespace hf2pte
