@@ -84,6 +84,34 @@ Result<std::optional<std::vector<ValueId>>> prune_empty_cat_inputs(Graph& g, con
   return std::optional<std::vector<ValueId>>{{y}};
 }
 
+/// A symbolic slice bound that is provably negative under the dim ranges.
+bool provably_negative_symbolic(const graph::Graph& g, const graph::Arg& a) {
+  const auto* s = std::get_if<graph::SymInt>(&a);
+  return s != nullptr && !s->is_constant() && s->upper_bound(g.dims()) < 0;
+}
+
+// slice(x, dim, start, end) with a symbolic start (or end) that is provably
+// negative -> slice(x, dim, size(dim) + start, ...) (seed item 38): torch counts
+// negative bounds from the end; written out, the bound is a plain size
+// expression that shape functions, the planner and sym_size/prim ops handle.
+Result<std::optional<std::vector<ValueId>>> symbolic_negative_slice_bounds(Graph& g, const Node& n) {
+  if (n.op != OpId::SliceCopyTensorOut) return std::optional<std::vector<ValueId>>{};
+  const bool fix_start = provably_negative_symbolic(g, n.args[2]), fix_end = provably_negative_symbolic(g, n.args[3]);
+  if (!fix_start && !fix_end) return std::optional<std::vector<ValueId>>{};
+  const ValueId x = std::get<ValueId>(n.args[0]);
+  const int rank = g.type(x).rank();
+  const auto* dim_i = std::get_if<int64_t>(&n.args[1]);
+  const auto* dim_s = std::get_if<graph::SymInt>(&n.args[1]);
+  if (dim_i == nullptr && (dim_s == nullptr || !dim_s->is_constant())) return std::optional<std::vector<ValueId>>{};
+  HF2PTE_ASSIGN_OR_RETURN(int d, graph::normalize_dim(dim_i ? *dim_i : dim_s->constant_value(), rank));
+  const graph::SymInt size = g.type(x).sizes[size_t(d)];
+  auto args = n.args;
+  if (fix_start) args[2] = size + std::get<graph::SymInt>(n.args[2]);
+  if (fix_end) args[3] = size + std::get<graph::SymInt>(n.args[3]);
+  HF2PTE_ASSIGN_OR_RETURN(ValueId y, g.add(OpId::SliceCopyTensorOut, std::move(args), n.name));
+  return std::optional<std::vector<ValueId>>{{y}};
+}
+
 }  // namespace
 
 Status run_node_fixes(graph::Program& p, const ExportConfig& c, StageLog& log) {
@@ -97,11 +125,16 @@ Status run_node_fixes(graph::Program& p, const ExportConfig& c, StageLog& log) {
     // Only graphs with a cat go through the rewrite driver (which also drops
     // nodes left dead); the other fixes edit nodes in place.
     RuleCounts pruned;
-    if (std::any_of(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.op == OpId::CatOut; })) {
-      HF2PTE_ASSIGN_OR_RETURN(pruned, rewrite_to_fixed_point(g, {{"prune_empty_cat_inputs", prune_empty_cat_inputs}}));
+    if (std::any_of(g.nodes().begin(), g.nodes().end(),
+                    [](const Node& n) { return n.op == OpId::CatOut || n.op == OpId::SliceCopyTensorOut; })) {
+      HF2PTE_ASSIGN_OR_RETURN(pruned, rewrite_to_fixed_point(g, {{"prune_empty_cat_inputs", prune_empty_cat_inputs},
+                                                                 {"symbolic_negative_slice_bounds",
+                                                                  symbolic_negative_slice_bounds}}));
     }
-    log.notes.push_back(fmt::format("{}: negative dims normalised in {} nodes, {} cats pruned of empty inputs", g.name(),
-                                    fixed, pruned.empty() ? 0 : pruned.begin()->second));
+    log.notes.push_back(fmt::format("{}: negative dims normalised in {} nodes, {} cats pruned of empty inputs, {} "
+                                    "symbolic negative slice bounds rewritten",
+                                    g.name(), fixed, pruned["prune_empty_cat_inputs"],
+                                    pruned["symbolic_negative_slice_bounds"]));
   }
   (void)c;
   return Status::ok();

@@ -107,6 +107,38 @@ TEST(PassProperties, CatWithoutEmptyInputsIsLeftAlone) {
   EXPECT_EQ(g.to_string(), before);
 }
 
+TEST(PassProperties, ProvablyNegativeSymbolicSliceStartBecomesSizePlusStart) {
+  // x[-n:] with n in [1, 8] on an 8-row input: the start is provably negative.
+  graph::Program p;
+  p.methods.emplace_back("forward");
+  Graph& g = p.methods[0];
+  SymInt n = g.add_dim("n", 1, 8);
+  auto x = g.add_input("x", f32({8, 4}));
+  auto y = *g.add(OpId::SliceCopyTensorOut, {x, int64_t{0}, SymInt(0) - n, graph::None{}, int64_t{1}}, "tail");
+  g.set_outputs({y});
+  StageLog log;
+  ASSERT_TRUE(run_node_fixes(p, ExportConfig{}, log).is_ok());
+  const auto& node = g.nodes().back();
+  ASSERT_EQ(node.op, OpId::SliceCopyTensorOut);
+  const auto& start = std::get<SymInt>(node.args[2]);
+  EXPECT_EQ(start.lower_bound(g.dims()), 0) << start.str();  // 8 - n >= 0
+  // The output holds exactly n rows: its size is n wherever n lies in its range.
+  for (int64_t v : {1, 3, 8}) {
+    EXPECT_EQ(g.type(g.outputs()[0]).sizes[0].evaluate({{"n", v}}), v) << g.to_string();
+    EXPECT_EQ(start.evaluate({{"n", v}}), 8 - v);
+  }
+  // A start that may be non-negative is left alone.
+  graph::Program q;
+  q.methods.emplace_back("forward");
+  Graph& h = q.methods[0];
+  SymInt m = h.add_dim("m", 0, 8);
+  auto hx = h.add_input("x", f32({8, 4}));
+  h.set_outputs({*h.add(OpId::SliceCopyTensorOut, {hx, int64_t{0}, m, graph::None{}, int64_t{1}}, "rest")});
+  const std::string before = h.to_string();
+  ASSERT_TRUE(run_node_fixes(q, ExportConfig{}, log).is_ok());
+  EXPECT_EQ(h.to_string(), before);
+}
+
 /// The bytes of constant buffer `idx` of the file's constant segment.
 std::vector<uint8_t> constant_bytes(const pte::PteFile& f, uint32_t idx, size_t n) {
   auto b = f.constant_data(idx, n);
