@@ -414,7 +414,7 @@ Result<GraphInterpreter::Slot*> GraphInterpreter::slot(ValueId v) {
     size_t at = 0;
     HF2PTE_RETURN_IF_ERROR(c.write([&](const void* d, size_t n) -> Status {
       HF2PTE_CHECK_OR_RETURN(at + n <= s->host.bytes.size(), kInternal, "constant %{} wrote too many bytes", val.name);
-      std::memcpy(s->host.bytes.data() + at, d, n);
+      if (n != 0) std::memcpy(s->host.bytes.data() + at, d, n);
       at += n;
       return Status::ok();
     }));

@@ -60,7 +60,8 @@ ConstantData ConstantData::from_bytes(ScalarType dtype, std::vector<int64_t> siz
   c.sizes = std::move(sizes);
   c.origin = std::move(origin);
   auto shared = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
-  c.write = [shared](const Sink& sink) { return sink(shared->data(), shared->size()); };
+  // An empty constant writes nothing (its data() may be null, which no sink takes).
+  c.write = [shared](const Sink& sink) { return shared->empty() ? Status::ok() : sink(shared->data(), shared->size()); };
   return c;
 }
 
