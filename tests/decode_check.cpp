@@ -9,27 +9,35 @@
 
 namespace hf2pte::test {
 
-double expect_full_sequence_logits(const std::string& dir, const std::string& pte_path,
-                                   const rt::KernelRegistry& kernels, double atol) {
+std::optional<HostTensor> run_full_sequence(const std::string& pte_path, const std::vector<int64_t>& ids,
+                                            const rt::KernelRegistry& kernels) {
   auto program = rt::Program::load(pte_path);
   EXPECT_TRUE(program.is_ok()) << program.status().message();
-  if (!program.is_ok()) return -1;
+  if (!program.is_ok()) return std::nullopt;
   auto method = (*program)->load_method("forward", kernels);
   EXPECT_TRUE(method.is_ok()) << method.status().message();
-  if (!method.is_ok()) return -1;
-  auto ids = as_longs(load_npy(dir + "/input_ids.npy"));
-  auto ref = load_npy(dir + "/logits.npy");
-  int64_t T = int64_t(ids.size());
+  if (!method.is_ok()) return std::nullopt;
+  const int64_t T = int64_t(ids.size());
   std::vector<int64_t> pos(ids.size());
   for (int64_t i = 0; i < T; ++i) pos[size_t(i)] = i;
   EXPECT_TRUE((*method)->set_input(0, HostTensor::from(ScalarType::kLong, {1, T}, ids)).is_ok());
   EXPECT_TRUE((*method)->set_input(1, HostTensor::from(ScalarType::kLong, {T}, pos)).is_ok());
   auto st = (*method)->execute();
   EXPECT_TRUE(st.is_ok()) << st.message();
-  if (!st.is_ok()) return -1;
+  if (!st.is_ok()) return std::nullopt;
   auto out = (*method)->output_tensor(0);
   EXPECT_TRUE(out.is_ok()) << out.status().message();
-  if (!out.is_ok()) return -1;
+  if (!out.is_ok()) return std::nullopt;
+  return std::move(out).value();
+}
+
+double expect_full_sequence_logits(const std::string& dir, const std::string& pte_path,
+                                   const rt::KernelRegistry& kernels, double atol) {
+  auto ids = as_longs(load_npy(dir + "/input_ids.npy"));
+  auto ref = load_npy(dir + "/logits.npy");
+  const int64_t T = int64_t(ids.size());
+  auto out = run_full_sequence(pte_path, ids, kernels);
+  if (!out) return -1;
   EXPECT_EQ(out->sizes, (std::vector<int64_t>{1, T, ref.sizes[1]}));
   double diff = max_abs_diff(as_floats(*out), as_floats(ref));
   EXPECT_LE(diff, atol) << dir;

@@ -4,11 +4,18 @@
 // argmax ids must equal greedy.npy exactly.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/program.h"
 
 namespace hf2pte::test {
+
+/// `forward` of `pte_path` on `ids` [1, T] at positions 0..T-1 (one call);
+/// the logits output, or nullopt after recording the failure.
+std::optional<HostTensor> run_full_sequence(const std::string& pte_path, const std::vector<int64_t>& ids,
+                                            const rt::KernelRegistry& kernels);
 
 /// Runs `forward` of `pte_path` on the fixture's input_ids at positions 0..T-1
 /// and expects logits [1, T, V] within `atol` of logits.npy; returns max |diff|.

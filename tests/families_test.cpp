@@ -76,23 +76,8 @@ Result<std::string> export_dir(const std::string& dir, std::optional<int64_t> ma
 
 /// forward(ids, positions 0..T-1) -> logits [T * V].
 std::vector<float> run_logits(const std::string& pte, const std::vector<int64_t>& ids) {
-  auto program = rt::Program::load(pte);
-  EXPECT_TRUE(program.is_ok()) << program.status().message();
-  if (!program.is_ok()) return {};
-  auto method = (*program)->load_method("forward", portable_registry());
-  EXPECT_TRUE(method.is_ok()) << method.status().message();
-  if (!method.is_ok()) return {};
-  const auto T = int64_t(ids.size());
-  std::vector<int64_t> pos(ids.size());
-  for (int64_t i = 0; i < T; ++i) pos[size_t(i)] = i;
-  EXPECT_TRUE((*method)->set_input(0, HostTensor::from(ScalarType::kLong, {1, T}, ids)).is_ok());
-  EXPECT_TRUE((*method)->set_input(1, HostTensor::from(ScalarType::kLong, {T}, pos)).is_ok());
-  auto st = (*method)->execute();
-  EXPECT_TRUE(st.is_ok()) << st.message();
-  if (!st.is_ok()) return {};
-  auto out = (*method)->output_tensor(0);
-  EXPECT_TRUE(out.is_ok());
-  return out.is_ok() ? test::as_floats(*out) : std::vector<float>{};
+  auto out = test::run_full_sequence(pte, ids, portable_registry());
+  return out ? test::as_floats(*out) : std::vector<float>{};
 }
 
 /// Through the KV cache: prefill ids[0, prefill), then one token per call.

@@ -106,13 +106,7 @@ Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOption
   r.prompt_len = int(std::min<int64_t>(o.prompt_len, max_len - 1));
   r.gen = int(std::min<int64_t>(o.gen, max_len - r.prompt_len));
   HF2PTE_CHECK_OR_RETURN(r.prompt_len >= 1 && r.gen >= 1, kInvalidArgument, "prompt length and generated tokens must be at least 1");
-  auto step = [&](int64_t start, int64_t n) -> Status {
-    std::vector<int64_t> ids(static_cast<size_t>(n)), pos(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = (start + i) % 2 + 1, pos[size_t(i)] = start + i;
-    HF2PTE_RETURN_IF_ERROR(method->set_input(0, HostTensor::from(ScalarType::kLong, {1, n}, ids)));
-    HF2PTE_RETURN_IF_ERROR(method->set_input(1, HostTensor::from(ScalarType::kLong, {n}, pos)));
-    return method->execute();
-  };
+  auto step = [&](int64_t start, int64_t n) { return run_llm_step(*method, start, n); };
   auto t0 = std::chrono::steady_clock::now();
   HF2PTE_RETURN_IF_ERROR(step(0, r.prompt_len));
   r.prefill_seconds = seconds(t0);
@@ -128,6 +122,14 @@ Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOption
   getrusage(RUSAGE_SELF, &ru);
   r.peak_rss_mib = double(ru.ru_maxrss) / 1024.0;
   return r;
+}
+
+Status run_llm_step(rt::Method& method, int64_t start, int64_t n) {
+  std::vector<int64_t> ids(static_cast<size_t>(n)), pos(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = (start + i) % 2 + 1, pos[size_t(i)] = start + i;
+  HF2PTE_RETURN_IF_ERROR(method.set_input(0, HostTensor::from(ScalarType::kLong, {1, n}, ids)));
+  HF2PTE_RETURN_IF_ERROR(method.set_input(1, HostTensor::from(ScalarType::kLong, {n}, pos)));
+  return method.execute();
 }
 
 }  // namespace hf2pte::bench

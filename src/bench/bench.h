@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "runtime/program.h"
 #include "runtime/kernel.h"
 
 namespace hf2pte::bench {
@@ -36,5 +37,9 @@ Result<uint64_t> weight_bytes_per_token(const std::string& pte_path);
 
 Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOptions& options,
                                   const rt::KernelRegistry& kernels);
+
+/// One forward call of an LLM program on `n` synthetic token ids (1, 2, 1, ...)
+/// at positions start .. start + n - 1: a prefill when n > 1, a decode step when 1.
+Status run_llm_step(rt::Method& method, int64_t start, int64_t n);
 
 }  // namespace hf2pte::bench

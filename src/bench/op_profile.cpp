@@ -1,5 +1,7 @@
 #include "bench/op_profile.h"
 
+#include "bench/bench.h"
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -39,13 +41,7 @@ Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, in
                          "profile needs an LLM program: forward(input_ids[1, S], cache_position[S]) ({})", pte_path);
   prompt_len = int(std::clamp<int64_t>(prompt_len, 1, meta.sizes[1] - 1));
   gen = int(std::clamp<int64_t>(gen, 1, meta.sizes[1] - prompt_len));
-  auto step = [&](int64_t start, int64_t n) -> Status {
-    std::vector<int64_t> ids(static_cast<size_t>(n)), pos(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = (start + i) % 2 + 1, pos[size_t(i)] = start + i;
-    HF2PTE_RETURN_IF_ERROR(method->set_input(0, HostTensor::from(ScalarType::kLong, {1, n}, ids)));
-    HF2PTE_RETURN_IF_ERROR(method->set_input(1, HostTensor::from(ScalarType::kLong, {n}, pos)));
-    return method->execute();
-  };
+  auto step = [&](int64_t start, int64_t n) { return run_llm_step(*method, start, n); };
   HF2PTE_RETURN_IF_ERROR(step(0, prompt_len));
   *on = true;
   auto t0 = std::chrono::steady_clock::now();
