@@ -4,11 +4,17 @@
 #include <cstdlib>
 #include <string>
 
+#include "backends/xnnpack/xnnpack_backend.h"
 #include "bench/op_profile.h"
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"
 
 int main(int argc, char** argv) {
+  // Default exports delegate to XNNPACK; delegate time shows up as "other".
+  if (auto st = hf2pte::xnn::register_xnnpack_backend(); !st) {
+    std::fprintf(stderr, "hf2pte_profile: error: %s\n", st.message().c_str());
+    return 1;
+  }
   using namespace hf2pte;
   std::string pte;
   int prompt_len = 128, gen = 32, threads = 0;
