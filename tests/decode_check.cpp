@@ -17,6 +17,9 @@ std::optional<HostTensor> run_full_sequence(const std::string& pte_path, const s
   auto method = (*program)->load_method("forward", kernels);
   EXPECT_TRUE(method.is_ok()) << method.status().message();
   if (!method.is_ok()) return std::nullopt;
+  auto kv = rt::bind_zeroed_mutable_buffers(**method);  // alloc_mutable_buffers=false programs
+  EXPECT_TRUE(kv.is_ok()) << kv.status().message();
+  if (!kv.is_ok()) return std::nullopt;
   const int64_t T = int64_t(ids.size());
   std::vector<int64_t> pos(ids.size());
   for (int64_t i = 0; i < T; ++i) pos[size_t(i)] = i;

@@ -99,6 +99,7 @@ Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOption
   r.threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   HF2PTE_ASSIGN_OR_RETURN(auto program, rt::Program::load(pte_path));
   HF2PTE_ASSIGN_OR_RETURN(auto method, program->load_method("forward", kernels));
+  HF2PTE_ASSIGN_OR_RETURN(auto kv_buffers, rt::bind_zeroed_mutable_buffers(*method));  // unplanned KV caches
   auto meta = method->input_meta(0);
   HF2PTE_CHECK_OR_RETURN(meta.sizes.size() == 2 && method->num_inputs() == 2, kInvalidProgram,
                          "bench needs an LLM program: forward(input_ids[1, S], cache_position[S]) ({})", pte_path);

@@ -36,6 +36,7 @@ Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, in
   }
   HF2PTE_ASSIGN_OR_RETURN(auto program, rt::Program::load(pte_path));
   HF2PTE_ASSIGN_OR_RETURN(auto method, program->load_method("forward", wrapped));
+  HF2PTE_ASSIGN_OR_RETURN(auto kv_buffers, rt::bind_zeroed_mutable_buffers(*method));  // unplanned KV caches
   auto meta = method->input_meta(0);
   HF2PTE_CHECK_OR_RETURN(meta.sizes.size() == 2 && method->num_inputs() == 2, kInvalidProgram,
                          "profile needs an LLM program: forward(input_ids[1, S], cache_position[S]) ({})", pte_path);

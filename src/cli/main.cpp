@@ -120,11 +120,6 @@ int run_export(const ExportArgs& a) {
   if (a.given("--alloc-graph-input")) req.config.alloc_graph_input = a.alloc_input;
   if (a.given("--alloc-graph-output")) req.config.alloc_graph_output = a.alloc_output;
   if (a.given("--alloc-mutable-buffers")) req.config.alloc_mutable_buffers = a.alloc_buffers;
-  if (!req.config.alloc_mutable_buffers) {
-    // The KV caches are mutable buffers whose state persists across calls;
-    // no API lets a caller supply them yet (docs/decisions.md).
-    return fail(make_error(ErrorCode::kNotSupported, "--alloc-mutable-buffers=false is not supported yet"));
-  }
   for (const auto& d : a.dims) {
     std::string name;
     auto b = parse_dim(d, &name);
@@ -212,6 +207,9 @@ int run_run(const RunArgs& a) {
   auto method = (*program)->load_method(a.method, optimized_registry());
   if (!method) return fail(method.status());
   auto& m = **method;
+  // alloc_mutable_buffers=false: the KV caches start as zeros in our memory.
+  auto kv = rt::bind_zeroed_mutable_buffers(m);
+  if (!kv) return fail(kv.status());
   if (a.inputs.size() != m.num_inputs()) {
     return fail(make_error(ErrorCode::kInvalidArgument, "method {} takes {} inputs; got {} --input files (command line)",
                            a.method, m.num_inputs(), a.inputs.size()));
@@ -300,7 +298,7 @@ int main(int argc, char** argv) {
   ex->add_flag("--no-kv-cache", ea.no_kv_cache, "export without a KV cache");
   ex->add_option("--alloc-graph-input", ea.alloc_input, "plan memory for inputs (true|false)");
   ex->add_option("--alloc-graph-output", ea.alloc_output, "plan memory for outputs (true|false)");
-  ex->add_option("--alloc-mutable-buffers", ea.alloc_buffers, "plan memory for mutable buffers (true|false)");
+  ex->add_option("--alloc-mutable-buffers", ea.alloc_buffers, "plan memory for mutable buffers (true|false); false leaves the KV caches to the caller (Method::set_mutable_buffer; run/generate bind zeroed memory)");
   ex->add_option("--dim", ea.dims, "dynamic dim bounds NAME=MIN:MAX (MAX may be empty)");
   ex->add_option("--config", ea.config_file, "export config JSON (flags given on the command line override it)");
   ex->add_flag("--validate", ea.validate, "always compare the program with the reference interpreter");

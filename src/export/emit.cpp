@@ -181,6 +181,14 @@ class MethodEmitter {
         tensor.extra_tensor_info->mutable_data_segments_idx = 0;
         tensor.extra_tensor_info->fully_qualified_name = val.name;
       }
+    } else if (val.role == graph::ValueRole::kBuffer) {
+      // alloc_mutable_buffers=false: no allocation_info and no initial value
+      // (data_buffer_idx 0; a k > 0 without allocation_info would read as a
+      // constant). The name is how the runtime finds it and the caller binds
+      // its memory, as ExecuTorch requires emit_mutable_buffer_names for
+      // unplanned mutable buffers (docs/decisions.md).
+      tensor.extra_tensor_info = std::make_unique<fb::ExtraTensorInfoT>();
+      tensor.extra_tensor_info->fully_qualified_name = val.name;
     }
     fb::KernelTypesUnion u;
     u.Set(std::move(tensor));
@@ -361,6 +369,20 @@ class MethodEmitter {
       args.push_back(args[0]);  // in place: the result is `self`
     }
     kernel_call(node.op, std::move(args));
+    // A data-dependent size first appears on an out of the op that sets it
+    // (nonzero): read it right after that op, once, so later nodes can take it
+    // as an Int without extending the out's lifetime in the memory plan.
+    for (ValueId out : node.outputs) {
+      const auto& sizes = g_.value(out).type.sizes;
+      for (size_t d = 0; d < sizes.size(); ++d) {
+        if (sizes[d].kind() != SymInt::Kind::kUnbacked || sym_values_.count(sizes[d].str())) continue;
+        HF2PTE_ASSIGN_OR_RETURN(int t, tensor_value(out));
+        int dim = int_value(int64_t(d));
+        int value = int_value(0);
+        kernel_call(OpId::SymSizeInt, {t, dim, value});
+        sym_values_[sizes[d].str()] = value;
+      }
+    }
     return Status::ok();
   }
 

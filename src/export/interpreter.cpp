@@ -484,6 +484,11 @@ Status GraphInterpreter::run_node(size_t index) {
       std::vector<int64_t> sizes;
       for (const auto& d : val.type.sizes) {
         auto e = d.evaluate(env_);
+        // A data-dependent size this node produces (nonzero's count): storage
+        // at its declared bound; the kernel resizes, bind_unbacked names it.
+        if (!e && d.kind() == graph::SymInt::Kind::kUnbacked && d.upper_bound(g_.dims()) != graph::DimRange::kUnbounded) {
+          e = d.upper_bound(g_.dims());
+        }
         HF2PTE_CHECK_OR_RETURN(e.has_value(), kInternal, "size {} of %{} cannot be evaluated", d.str(), val.name);
         sizes.push_back(*e);
       }
@@ -615,6 +620,7 @@ Status GraphInterpreter::run_node(size_t index) {
   HF2PTE_CHECK_OR_RETURN(fn != nullptr, kNotFound, "no kernel for {}", op_info(n.op).kernel_key());
   rt::KernelContext ctx{op_info(n.op).kernel_key()};
   HF2PTE_RETURN_IF_ERROR((*fn)(ctx, args));
+  HF2PTE_RETURN_IF_ERROR(bind_unbacked(n));
   if (schema.num_outs() == 0 && !n.outputs.empty()) {
     Slot* out = slots_[n.outputs[0]].get();
     if (out->is_int) {
@@ -624,6 +630,23 @@ Status GraphInterpreter::run_node(size_t index) {
         const auto& sym = g_.value(n.outputs[0]).sym;
         if (sym.kind() == graph::SymInt::Kind::kDim) env_[sym.dim_name()] = out->int_value;
       }
+    }
+  }
+  return Status::ok();
+}
+
+Status GraphInterpreter::bind_unbacked(const graph::Node& n) {
+  for (ValueId out : n.outputs) {
+    const auto& val = g_.value(out);
+    if (val.role == graph::ValueRole::kSymInt) continue;
+    const rt::Tensor& t = slots_[out]->tensor;
+    for (size_t d = 0; d < val.type.sizes.size(); ++d) {
+      const auto& s = val.type.sizes[d];
+      if (s.kind() != graph::SymInt::Kind::kUnbacked) continue;
+      auto [it, fresh] = env_.emplace(s.dim_name(), t.size(int(d)));
+      HF2PTE_CHECK_OR_RETURN(fresh || it->second == t.size(int(d)), kInternal,
+                             "data-dependent size {} of %{} is {}, but {} elsewhere", s.str(), val.name, t.size(int(d)),
+                             it->second);
     }
   }
   return Status::ok();

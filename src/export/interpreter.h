@@ -37,6 +37,9 @@ class GraphInterpreter {
   struct Slot;
   Result<Slot*> slot(graph::ValueId v);
   Status run_node(size_t index);
+  /// Binds the unbacked symbols in `n`'s output sizes ("u3") to the sizes its
+  /// kernel resized the outputs to, so later nodes' sizes evaluate.
+  Status bind_unbacked(const graph::Node& n);
   /// The direct implementation of a graph-only op on row-major tensors.
   Status run_reference(const graph::Node& n, const std::function<Result<rt::Tensor*>(size_t)>& input,
                        std::span<rt::Tensor*> outs);

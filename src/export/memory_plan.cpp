@@ -49,6 +49,8 @@ Result<MemoryPlan> plan_memory(const graph::Graph& g, const ExportConfig& config
   if (config.alloc_graph_input) {
     for (auto v : g.inputs()) HF2PTE_RETURN_IF_ERROR(add(v, -1, -1));
   }
+  // alloc_mutable_buffers=false: the KV caches stay out of the arena; the
+  // emitter names them and the caller binds their memory (set_mutable_buffer).
   if (config.alloc_mutable_buffers) {
     for (auto v : g.buffers()) HF2PTE_RETURN_IF_ERROR(add(v, -1, n));  // state outlives every call
   }

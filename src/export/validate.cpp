@@ -68,6 +68,8 @@ Result<ValidationResult> validate_export(const graph::Program& unlowered, const 
     GraphInterpreter interp(g, kernels);
     HF2PTE_ASSIGN_OR_RETURN(auto expected, interp.run(inputs));
     HF2PTE_ASSIGN_OR_RETURN(auto method, program->load_method(g.name(), kernels));
+    // Unplanned mutable buffers start as zeros, as the interpreter's do.
+    HF2PTE_ASSIGN_OR_RETURN(auto buffers, rt::bind_zeroed_mutable_buffers(*method));
     for (size_t i = 0; i < inputs.size(); ++i) HF2PTE_RETURN_IF_ERROR(method->set_input(i, inputs[i]));
     HF2PTE_RETURN_IF_ERROR(method->execute());
     nlohmann::ordered_json outs = nlohmann::ordered_json::array();

@@ -55,7 +55,9 @@ Status verify_program(const graph::Program& p, const ExportConfig& c, StageLog& 
         if (const auto* l = std::get_if<graph::OptTensorList>(&a)) for (auto v : *l) if (v) HF2PTE_RETURN_IF_ERROR(check(*v));
       }
       // Shapes recorded on the outputs must still be what the op computes.
-      auto outs = graph::infer_outputs(g, n.op, n.args);
+      // (Given the node's first output, data-dependent sizes get the same names.)
+      auto outs = graph::infer_outputs(g, n.op, n.args,
+                                       n.outputs.empty() ? std::nullopt : std::optional<graph::ValueId>(n.outputs[0]));
       if (!outs) return outs.status().with_context(where());
       if (outs->size() != n.outputs.size()) return make_error(ErrorCode::kInternal, "output count changed ({})", where());
       for (size_t i = 0; i < outs->size(); ++i) {

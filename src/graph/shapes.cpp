@@ -731,9 +731,66 @@ Outs Reshape(const Graph& g, const Args& a) {
 }
 Outs View(const Graph& g, const Args& a) { return Reshape(g, a); }
 
+// ---- data-dependent output sizes ----
+// These shape functions also get the id of the node's first output: their
+// fresh unbacked symbol is named "u<id>", so re-inferring the node (the
+// verifier) yields the same symbol and rewrites, which keep output ids, keep it.
+namespace {
+
+/// A data-dependent size in [0, bound]; a non-finite bound (an unbounded dim)
+/// declares none, which the verifier rejects by name.
+SymInt fresh_unbacked(ValueId first_output, int64_t bound) {
+  return SymInt::unbacked(fmt::format("u{}", first_output),
+                          bound == DimRange::kUnbounded ? std::nullopt : std::optional<int64_t>(bound));
+}
+
+// out = int64 [u, self.dim()]: one row of coordinates per non-zero element, u <= numel(self).
+Outs nonzero_sizes(const Graph& g, const Args& a, ValueId first_output) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  SymInt numel = 1;
+  for (const auto& s : x->sizes) numel = numel * s;
+  return one(like(*x, {fresh_unbacked(first_output, numel.upper_bound(g.dims())), SymInt(x->rank())}, ScalarType::kLong));
+}
+
+// out = self.dtype [u]: the elements where the bool mask is set, u <= numel(broadcast(self, mask)).
+Outs masked_select_sizes(const Graph& g, const Args& a, ValueId first_output) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto m, tensor_arg(g, a, 1, "mask"));
+  if (m->dtype != ScalarType::kBool) {
+    return make_error(ErrorCode::kInternal, "masked_select: mask must be bool; got {}", scalar_type_name(m->dtype));
+  }
+  HF2PTE_ASSIGN_OR_RETURN(auto sizes, broadcast_shapes(x->sizes, m->sizes));
+  SymInt numel = 1;
+  for (const auto& s : sizes) numel = numel * s;
+  return one(like(*x, {fresh_unbacked(first_output, numel.upper_bound(g.dims()))}, x->dtype));
+}
+
+}  // namespace
+
+/// Graph::add_node's view: the first output gets the next value id.
+Outs NonzeroOut(const Graph& g, const Args& a) { return nonzero_sizes(g, a, ValueId(g.num_values())); }
+Outs MaskedSelectOut(const Graph& g, const Args& a) { return masked_select_sizes(g, a, ValueId(g.num_values())); }
+
 }  // namespace shapes
 
-Result<std::vector<OutputType>> infer_outputs(const Graph& g, OpId op, const std::vector<Arg>& args) {
+namespace {
+
+struct DataDependentShape {
+  OpId op;
+  Outs (*fn)(const Graph&, const Args&, ValueId first_output);
+};
+constexpr DataDependentShape kDataDependentShapes[] = {
+    {OpId::NonzeroOut, &shapes::nonzero_sizes},
+    {OpId::MaskedSelectOut, &shapes::masked_select_sizes},
+};
+
+}  // namespace
+
+Result<std::vector<OutputType>> infer_outputs(const Graph& g, OpId op, const std::vector<Arg>& args,
+                                              std::optional<ValueId> first_output) {
+  for (const auto& d : kDataDependentShapes) {
+    if (d.op == op) return d.fn(g, args, first_output.value_or(ValueId(g.num_values())));
+  }
   using Fn = Outs (*)(const Graph&, const Args&);
   static constexpr std::array<Fn, size_t(OpId::kCount)> kShapeFns = {{
 #define HF2PTE_KERNEL_OP(id, name, overload, schema) &shapes::id,

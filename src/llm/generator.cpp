@@ -34,6 +34,7 @@ Result<std::unique_ptr<TextGenerator>> TextGenerator::create(std::shared_ptr<rt:
   auto gen = std::unique_ptr<TextGenerator>(new TextGenerator());
   gen->program_ = program;
   HF2PTE_ASSIGN_OR_RETURN(gen->forward_, program->load_method("forward", registry));
+  HF2PTE_ASSIGN_OR_RETURN(gen->kv_storage_, rt::bind_zeroed_mutable_buffers(*gen->forward_));
   HF2PTE_ASSIGN_OR_RETURN(auto max_len, int_outputs(*program, registry, "get_max_seq_len"));
   HF2PTE_ASSIGN_OR_RETURN(auto vocab, int_outputs(*program, registry, "get_vocab_size"));
   HF2PTE_ASSIGN_OR_RETURN(gen->eos_ids_, int_outputs(*program, registry, "get_eos_ids"));

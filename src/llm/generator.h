@@ -68,6 +68,10 @@ class TextGenerator {
 
  private:
   std::shared_ptr<rt::Program> program_;
+  /// Memory of forward's unplanned mutable buffers (KV caches of a program
+  /// exported with alloc_mutable_buffers=false), zero-filled at create();
+  /// declared before forward_ so it outlives the method.
+  std::vector<rt::AlignedBuffer> kv_storage_;
   std::unique_ptr<rt::Method> forward_;
   int64_t max_seq_len_ = 0;
   int64_t vocab_size_ = 0;

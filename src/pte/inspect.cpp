@@ -1,5 +1,6 @@
 #include "pte/inspect.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -392,6 +393,36 @@ Json method_json(const PteFile& file, const efb::ExecutionPlan& plan, const Insp
     }
   }
   out["planned_tensor_bytes_without_reuse"] = unshared;
+  // Named mutable buffers (KV caches): planned, or left to the caller by
+  // alloc_mutable_buffers=false (no allocation_info, no initial value).
+  Json mutable_buffers = Json::array();
+  if (const auto* values = plan.values()) {
+    auto is_io = [](const flatbuffers::Vector<int32_t>* list, int64_t v) {
+      return list != nullptr && std::find(list->begin(), list->end(), int32_t(v)) != list->end();
+    };
+    for (uint32_t v = 0; v < values->size(); ++v) {
+      const efb::EValue* ev = values->Get(v);
+      const efb::Tensor* t = ev != nullptr ? ev->val_as_Tensor() : nullptr;
+      if (t == nullptr || t->extra_tensor_info() == nullptr) continue;
+      const auto* fqn = t->extra_tensor_info()->fully_qualified_name();
+      if (fqn == nullptr || fqn->size() == 0 || int(t->extra_tensor_info()->location()) != 0) continue;
+      if ((t->data_buffer_idx() > 0 && t->allocation_info() == nullptr) || is_io(plan.inputs(), v) ||
+          is_io(plan.outputs(), v)) {
+        continue;  // a constant or an input/output, not a mutable buffer
+      }
+      Json b = tensor_json(*t);
+      b.erase("type");
+      b.erase("dynamism");
+      b["value"] = v;
+      b["name"] = str(fqn);
+      b["planned"] = t->allocation_info() != nullptr;
+      b["data"] = t->allocation_info() != nullptr ? b["data"] : Json("unplanned");
+      uint64_t numel = 0, nbytes = 0;
+      if (tensor_nbytes(*t, &numel, &nbytes)) b["nbytes"] = nbytes;
+      mutable_buffers.push_back(std::move(b));
+    }
+  }
+  out["mutable_buffers"] = std::move(mutable_buffers);
 
   Json constant = constant_json(file, plan, instructions);
   if (!constant.is_null()) out["constant"] = std::move(constant);
@@ -511,6 +542,26 @@ void method_text(const Json& m, std::string& out) {
     out += fmt::format(" (planned tensors without reuse: {} bytes)", m["planned_tensor_bytes_without_reuse"].dump());
   }
   out += "\n";
+  if (m.contains("mutable_buffers") && !m["mutable_buffers"].empty()) {
+    const Json& list = m["mutable_buffers"];
+    size_t unplanned = 0;
+    uint64_t unplanned_bytes = 0;
+    for (const Json& b : list) {
+      if (b["planned"].get<bool>()) continue;
+      ++unplanned;
+      if (b.contains("nbytes")) unplanned_bytes += b["nbytes"].get<uint64_t>();
+    }
+    if (unplanned == 0) {
+      out += fmt::format("    mutable buffers: {}, all planned\n", list.size());
+    } else {
+      out += fmt::format("    mutable buffers: {} ({} planned, {} unplanned: the caller supplies {} bytes)\n",
+                         list.size(), list.size() - unplanned, unplanned, unplanned_bytes);
+    }
+    for (const Json& b : list) {
+      out += fmt::format("      {} #{} {}{} ({})\n", b["name"].get<std::string>(), b["value"].dump(),
+                         b["dtype"].get<std::string>(), sizes_text(b["sizes"]), b["data"].get<std::string>());
+    }
+  }
 }
 
 }  // namespace

@@ -156,6 +156,28 @@ Status PlanMethod::init(const fb::ExecutionPlan& plan, const KernelRegistry& reg
                   std::any_of(inputs_.begin(), inputs_.end(), [&](const Input& in) { return in.value_idx == out.value_idx; });
     outputs_.push_back(std::move(out));
   }
+  // Named mutable buffers: non-constant tensors with a fully qualified name
+  // (the emitter's emit_mutable_buffer_names) that are neither inputs nor
+  // outputs. Without allocation_info they are unplanned (alloc_mutable_buffers
+  // = false) and the caller supplies their memory (docs/decisions.md).
+  for (size_t v = 0; v < n_values; ++v) {
+    const fb::Tensor* t = plan.values()->Get(uint32_t(v))->val_as_Tensor();
+    if (t == nullptr || is_constant_[v] || t->extra_tensor_info() == nullptr) continue;
+    const auto* fqn = t->extra_tensor_info()->fully_qualified_name();
+    if (fqn == nullptr || fqn->size() == 0) continue;
+    auto is_v = [v](const auto& io) { return io.value_idx == v; };
+    if (std::any_of(inputs_.begin(), inputs_.end(), is_v) || std::any_of(outputs_.begin(), outputs_.end(), is_v)) continue;
+    Buffer b;
+    b.value_idx = v;
+    const ValueMeta m = meta_of(v);
+    b.meta.name = fqn->str();
+    b.meta.dtype = m.dtype;
+    b.meta.sizes = m.sizes;
+    b.meta.nbytes = size_t(checked_nbytes(m.sizes, element_size(m.dtype)).value_or(0));
+    b.meta.planned = t->allocation_info() != nullptr;
+    b.meta.bound = b.meta.planned || b.meta.nbytes == 0;
+    buffers_.push_back(std::move(b));
+  }
   return Status::ok();
 }
 
@@ -677,10 +699,66 @@ Status PlanMethod::set_output_buffer(size_t i, void* data, size_t capacity_bytes
   return Status::ok();
 }
 
+MutableBufferMeta PlanMethod::mutable_buffer_meta(size_t i) const {
+  return i < buffers_.size() ? buffers_[i].meta : MutableBufferMeta{};
+}
+
+Status PlanMethod::set_mutable_buffer(size_t i, void* data, size_t capacity_bytes) {
+  HF2PTE_CHECK_OR_RETURN(i < buffers_.size(), kInvalidArgument,
+                         "mutable buffer {} is out of range; method {} has {} mutable buffers", i, name_,
+                         buffers_.size());
+  Buffer& b = buffers_[i];
+  if (b.meta.planned) {
+    return error_in(make_error(ErrorCode::kInvalidArgument,
+                               "mutable buffer {} ({}) is planned by the program; it cannot be bound", i, b.meta.name));
+  }
+  if (data == nullptr || capacity_bytes < b.meta.nbytes) {
+    return error_in(make_error(ErrorCode::kInvalidArgument, "mutable buffer {} ({}) needs a buffer of {} bytes, got {}",
+                               i, b.meta.name, b.meta.nbytes, data == nullptr ? 0 : capacity_bytes));
+  }
+  // Kernels read the memory as the buffer's element type.
+  const size_t align = element_size(b.meta.dtype);
+  if (reinterpret_cast<uintptr_t>(data) % align != 0) {
+    return error_in(make_error(ErrorCode::kInvalidArgument,
+                               "mutable buffer {} ({}) needs memory aligned to {} bytes; the address is not", i,
+                               b.meta.name, align));
+  }
+  values_[b.value_idx].tensor->set_data(data, capacity_bytes);
+  b.meta.bound = true;
+  return Status::ok();
+}
+
+Result<std::vector<AlignedBuffer>> bind_zeroed_mutable_buffers(Method& m) {
+  std::vector<AlignedBuffer> owned;
+  for (size_t i = 0; i < m.num_mutable_buffers(); ++i) {
+    const MutableBufferMeta meta = m.mutable_buffer_meta(i);
+    if (meta.planned || meta.bound) continue;
+    if (meta.nbytes > max_planned_bytes()) {
+      return make_error(ErrorCode::kOutOfRange, "mutable buffer {} ({}) needs {} bytes; more than the {} bytes allowed",
+                        i, meta.name, meta.nbytes, max_planned_bytes())
+          .with_context("method " + m.name());
+    }
+    HF2PTE_ASSIGN_OR_RETURN(AlignedBuffer buf, AlignedBuffer::allocate(meta.nbytes));  // zero-filled
+    HF2PTE_RETURN_IF_ERROR(m.set_mutable_buffer(i, buf.data(), buf.size()));
+    owned.push_back(std::move(buf));
+  }
+  return owned;
+}
+
 Status PlanMethod::execute() {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (inputs_[i].is_tensor && !inputs_[i].set) {
       return error_in(make_error(ErrorCode::kInvalidArgument, "input {} was not set before execute()", i));
+    }
+  }
+  // Unplanned mutable buffers hold state only the caller can supply: never
+  // run with one missing (a kernel would read or write through null).
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (!buffers_[i].meta.bound) {
+      return error_in(make_error(ErrorCode::kInvalidArgument,
+                                 "mutable buffer {} ({}) is unplanned and has no memory; bind {} bytes with "
+                                 "set_mutable_buffer before execute",
+                                 i, buffers_[i].meta.name, buffers_[i].meta.nbytes));
     }
   }
   // Unplanned outputs the caller did not bind get Method-owned memory, once.

@@ -54,6 +54,10 @@ class PlanMethod final : public Method {
   Status set_input(size_t i, const HostTensor& t) override;
   bool output_planned(size_t i) const override { return i < outputs_.size() && outputs_[i].planned; }
   Status set_output_buffer(size_t i, void* data, size_t capacity_bytes) override;
+  size_t num_mutable_buffers() const override { return buffers_.size(); }
+  MutableBufferMeta mutable_buffer_meta(size_t i) const override;
+  bool buffer_planned(size_t i) const override { return i < buffers_.size() && buffers_[i].meta.planned; }
+  Status set_mutable_buffer(size_t i, void* data, size_t capacity_bytes) override;
   Status execute() override;
   Result<HostTensor> output_tensor(size_t i) const override;
   const EValue& output(size_t i) const override;
@@ -103,6 +107,12 @@ class PlanMethod final : public Method {
     AlignedBuffer storage; ///< unplanned and not bound by the caller: Method-owned memory
   };
 
+  /// A named mutable buffer (see Method::num_mutable_buffers).
+  struct Buffer {
+    size_t value_idx = 0;
+    MutableBufferMeta meta;  ///< meta.bound: unplanned and bound by the caller
+  };
+
   PlanMethod() = default;
   Status init(const executorch_flatbuffer::ExecutionPlan& plan, const KernelRegistry& registry);
   Status allocate_arenas(const executorch_flatbuffer::ExecutionPlan& plan);
@@ -129,6 +139,7 @@ class PlanMethod final : public Method {
   std::vector<std::vector<Instr>> chains_;
   std::vector<Input> inputs_;
   std::vector<Output> outputs_;
+  std::vector<Buffer> buffers_;
 };
 
 }  // namespace hf2pte::rt

@@ -9,6 +9,7 @@
 
 #include "core/host_tensor.h"
 #include "core/status.h"
+#include "runtime/aligned_buffer.h"
 #include "runtime/evalue.h"
 #include "runtime/kernel.h"
 
@@ -19,6 +20,17 @@ class PteFile;
 namespace hf2pte::rt {
 
 class Method;
+
+/// A named mutable buffer of a method (a KV cache): a tensor the program
+/// updates in place and that keeps its contents across execute() calls.
+struct MutableBufferMeta {
+  std::string name;                       ///< fully qualified name from the file
+  ScalarType dtype = ScalarType::kFloat;
+  std::vector<int64_t> sizes;             ///< planned (upper-bound) sizes
+  size_t nbytes = 0;                      ///< bytes of `sizes`: the capacity a caller must supply
+  bool planned = true;                    ///< lives in a planned arena (else the caller binds it)
+  bool bound = true;                      ///< has memory (planned, or bound by set_mutable_buffer)
+};
 
 /// Shape/dtype of one method input or output, as planned in the file.
 struct ValueMeta {
@@ -63,6 +75,21 @@ class Method {
   /// kept alive by the caller) to unplanned tensor output i: kernels then write
   /// the result straight into it.
   virtual Status set_output_buffer(size_t i, void* data, size_t capacity_bytes) = 0;
+  /// Mutable buffers named in the file (extra_tensor_info.fully_qualified_name),
+  /// in value order. A program exported with alloc_mutable_buffers=false
+  /// leaves them unplanned: the caller must bind memory to each
+  /// (set_mutable_buffer) before execute(), which refuses otherwise.
+  virtual size_t num_mutable_buffers() const = 0;
+  /// Metadata of mutable buffer i (default-constructed when out of range).
+  virtual MutableBufferMeta mutable_buffer_meta(size_t i) const = 0;
+  /// Whether mutable buffer i lives in planned memory (false when out of range).
+  virtual bool buffer_planned(size_t i) const = 0;
+  /// Binds caller memory to unplanned mutable buffer i: `capacity_bytes` >= its
+  /// nbytes, `data` aligned to its element size, kept alive by the caller for
+  /// as long as the method executes. The contents are used as they are (the
+  /// initial state) and the program updates them in place: the state lives in
+  /// the caller's memory across execute() calls and may be rebound or shared.
+  virtual Status set_mutable_buffer(size_t i, void* data, size_t capacity_bytes) = 0;
   /// Runs every chain once. Mutable buffers (KV caches) keep their contents across calls.
   virtual Status execute() = 0;
   /// Output i after execute(): a tensor (copied out) ...
@@ -70,5 +97,11 @@ class Method {
   /// ... or any value (scalars of constant methods).
   virtual const EValue& output(size_t i) const = 0;
 };
+
+/// Zero-filled memory for every unplanned mutable buffer of `m` that is not
+/// bound yet, bound to it (what the CLI and the LLM runner do, so programs
+/// exported with alloc_mutable_buffers=false still run). The caller keeps the
+/// returned buffers alive while `m` executes.
+Result<std::vector<AlignedBuffer>> bind_zeroed_mutable_buffers(Method& m);
 
 }  // namespace hf2pte::rt

@@ -702,9 +702,66 @@ Status Compiler::add_movement(XNode& n, fb::XNodeUnion type, const void* u) {
 
 }  // namespace
 
+std::vector<uint32_t> node_inputs(const XNode& n) {
+  struct Visit {
+    std::vector<uint32_t> operator()(const UnaryParams& p) const { return {p.input}; }
+    std::vector<uint32_t> operator()(const BinaryParams& p) const { return {p.input1, p.input2}; }
+    std::vector<uint32_t> operator()(const FullyConnectedParams& p) const { return {p.input, p.filter, p.bias}; }
+    std::vector<uint32_t> operator()(const BatchMatMulParams& p) const { return {p.input1, p.input2}; }
+    std::vector<uint32_t> operator()(const SoftmaxParams& p) const { return {p.input}; }
+    std::vector<uint32_t> operator()(const TransposeParams& p) const { return {p.input}; }
+    std::vector<uint32_t> operator()(const ReshapeParams& p) const { return {p.input}; }
+    std::vector<uint32_t> operator()(const SliceParams& p) const { return {p.input}; }
+    std::vector<uint32_t> operator()(const ConcatParams& p) const { return p.inputs; }
+    std::vector<uint32_t> operator()(const PadParams& p) const { return {p.input}; }
+  };
+  return std::visit(Visit{}, n.params);
+}
+
+uint32_t node_output(const XNode& n) {
+  return std::visit([](const auto& p) { return p.output; }, n.params);
+}
+
+bool is_view(const XnnGraph& g, const XNode& n) {
+  const auto* p = std::get_if<ReshapeParams>(&n.params);
+  if (p == nullptr) return false;
+  const XValue &x = g.values[p->input], &y = g.values[p->output];
+  return !y.is_output && !y.is_input && !y.is_constant && y.dtype == x.dtype;
+}
+
+namespace {
+
+/// Fills g.release_after: storage of internal value v (or of what it views)
+/// is released after the last node that reads v or any view of it.
+void plan_lifetimes(XnnGraph& g) {
+  const size_t nv = g.values.size();
+  std::vector<uint32_t> root(nv);
+  for (uint32_t v = 0; v < nv; ++v) root[v] = v;
+  std::vector<int64_t> last(nv, -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const XNode& n = g.nodes[i];
+    const uint32_t out = node_output(n);
+    if (out < nv) last[root[out]] = std::max<int64_t>(last[root[out]], int64_t(i));
+    for (uint32_t v : node_inputs(n)) {
+      if (v < nv) last[root[v]] = std::max<int64_t>(last[root[v]], int64_t(i));
+    }
+    if (is_view(g, n) && out < nv) root[out] = root[std::get<ReshapeParams>(n.params).input];
+  }
+  g.release_after.assign(g.nodes.size(), {});
+  for (uint32_t v = 0; v < nv; ++v) {
+    const XValue& x = g.values[v];
+    if (root[v] != v || x.is_input || x.is_output || x.is_constant || last[v] < 0) continue;
+    g.release_after[size_t(last[v])].push_back(v);
+  }
+}
+
+}  // namespace
+
 Result<XnnGraph> compile_payload(std::span<const uint8_t> payload, const pte::PteFile* file) {
   HF2PTE_ASSIGN_OR_RETURN(VerifiedPayload p, verify_payload(payload));
-  return Compiler(p, file).run();
+  HF2PTE_ASSIGN_OR_RETURN(XnnGraph g, Compiler(p, file).run());
+  plan_lifetimes(g);
+  return g;
 }
 
 }  // namespace hf2pte::xnn

@@ -75,7 +75,6 @@ struct XValue {
   // Run-time state.
   std::vector<int64_t> shape;
   void* data = nullptr;
-  std::vector<uint64_t> scratch;  ///< backing store for internal values
 
   /// Quantization scale of channel `c` (per-tensor values ignore `c`).
   float scale_of(int64_t c) const {
@@ -149,9 +148,21 @@ struct XnnGraph {
   std::vector<XNode> nodes;
   uint32_t num_externs = 0;
   std::vector<uint32_t> external_values;  ///< value index per external (inputs and outputs)
+  /// Per node: the internal values whose storage is dead once it has run
+  /// (their last reader, or their producer when nothing reads them), with an
+  /// internal reshape's reads counted for the value it views.
+  std::vector<std::vector<uint32_t>> release_after;
   /// Node type name -> count, for diagnostics.
   std::vector<std::pair<std::string, size_t>> node_counts() const;
 };
+
+/// The values node `n` reads (kInvalidId for an absent bias included).
+std::vector<uint32_t> node_inputs(const XNode& n);
+/// The value node `n` writes.
+uint32_t node_output(const XNode& n);
+/// True when the runner makes `n`'s output a view of its input (an internal
+/// StaticReshape of the same dtype) instead of giving it storage.
+bool is_view(const XnnGraph& g, const XNode& n);
 
 /// Parses the XH00 blob (or a bare XNNGraph flatbuffer), verifies it and
 /// compiles it. Constants with a named key come from `file` (may be null:

@@ -7,7 +7,9 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
+#include "backends/xnnpack/scratch.h"
 #include "backends/xnnpack/xnn_graph.h"
 #include "kernels/optimized/gemm.h"
 
@@ -93,10 +95,19 @@ inline void store(XValue& v, size_t i, float f) {
 
 class Runner {
  public:
-  Runner(XnnGraph& g, OutputBinder& binder) : g_(g), binder_(binder) {}
+  Runner(XnnGraph& g, OutputBinder& binder) : g_(g), binder_(binder), arena_(thread_scratch()) {}
 
   Status run() {
+    arena_.begin_run();
+    Status st = run_nodes();
+    arena_.end_run();
+    return st;
+  }
+
+ private:
+  Status run_nodes() {
     ready_.assign(g_.values.size(), 0);
+    held_.assign(g_.values.size(), ScratchSpan{});
     for (size_t i = 0; i < g_.values.size(); ++i) {
       const XValue& v = g_.values[i];
       ready_[i] = v.is_constant || v.is_input;
@@ -105,6 +116,7 @@ class Runner {
       const XNode& n = g_.nodes[i];
       Status st = std::visit([&](const auto& p) { return exec(n, p); }, n.params);
       if (!st) return st.with_context(fmt::format("xnode {} {}, debug_handle {}", i, n.name, n.debug_handle));
+      for (uint32_t dead : g_.release_after[i]) arena_.release(std::exchange(held_[dead], ScratchSpan{}));
     }
     for (uint32_t e = 0; e < g_.external_values.size(); ++e) {
       const uint32_t vi = g_.external_values[e];
@@ -114,15 +126,14 @@ class Runner {
     return Status::ok();
   }
 
- private:
   Result<XValue*> input(uint32_t vi) {
     HF2PTE_CHECK_OR_RETURN(ready_[vi], kInvalidProgram, "xvalue {} is read before any node writes it", vi);
     return &g_.values[vi];
   }
 
-  /// Gives value `vi` the shape `shape` and storage for it. Both reuse the
-  /// value's buffers from the previous call (no allocation per call once the
-  /// largest shape has been seen). `shape` must not be `vi`'s own.
+  /// Gives value `vi` the shape `shape` and storage for it: the caller's
+  /// tensor for an external output, else a span of the thread's scratch arena
+  /// (released after the value's last reader). `shape` must not be `vi`'s own.
   Result<XValue*> output(uint32_t vi, const Shape& shape) {
     XValue& v = g_.values[vi];
     HF2PTE_CHECK_OR_RETURN(shape.size() <= kMaxRank, kInvalidProgram, "output rank {} > {}", shape.size(), kMaxRank);
@@ -132,8 +143,8 @@ class Runner {
     if (v.is_output) {
       HF2PTE_ASSIGN_OR_RETURN(v.data, binder_.bind_output(v.external_id, shape));
     } else {
-      v.scratch.resize(size_t((bytes + 7) / 8));
-      v.data = v.scratch.data();
+      held_[vi] = arena_.alloc(bytes);
+      v.data = held_[vi].data;
     }
     v.shape.assign(shape.begin(), shape.end());
     ready_[vi] = 1;
@@ -156,6 +167,8 @@ class Runner {
   XnnGraph& g_;
   OutputBinder& binder_;
   std::vector<uint8_t> ready_;
+  ScratchArena& arena_;
+  std::vector<ScratchSpan> held_;  ///< per value: its scratch storage this run
 };
 
 float apply_unary(UnaryKind k, float x, float alpha) {
@@ -576,7 +589,7 @@ Status Runner::exec(const XNode&, const TransposeParams& p) {
   return Status::ok();
 }
 
-Status Runner::exec(const XNode&, const ReshapeParams& p) {
+Status Runner::exec(const XNode& n, const ReshapeParams& p) {
   HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
   const int64_t count = numel(x->shape);
   Shape out(p.new_shape.begin(), p.new_shape.end());
@@ -600,7 +613,7 @@ Status Runner::exec(const XNode&, const ReshapeParams& p) {
   HF2PTE_CHECK_OR_RETURN(numel(out) == count, kInvalidArgument, "reshape of [{}] to [{}] changes the element count",
                          fmt::join(x->shape, ", "), fmt::join(out, ", "));
   XValue& yv = g_.values[p.output];
-  if (!yv.is_output && !yv.is_input && !yv.is_constant && yv.dtype == x->dtype) {
+  if (is_view(g_, n)) {
     // Values are written once per run and no node writes its inputs, so an
     // internal reshape just views its input's storage (no copy).
     yv.shape = std::move(out);
