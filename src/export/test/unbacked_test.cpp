@@ -15,6 +15,8 @@
 #include <numeric>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "export/interpreter.h"
 #include "export/memory_plan.h"
 #include "export/pipeline.h"
@@ -162,7 +164,7 @@ TEST(Nonzero, ShapeFunctionMakesABoundedUnbackedSizeNamedAfterItsOutput) {
   EXPECT_EQ(t.dtype, ScalarType::kLong);
   ASSERT_EQ(t.rank(), 2);
   EXPECT_EQ(t.sizes[0].kind(), SymInt::Kind::kUnbacked);
-  EXPECT_EQ(t.sizes[0].str(), "u" + std::to_string(*nz));
+  EXPECT_EQ(t.sizes[0].str(), fmt::format("u{}", *nz));
   EXPECT_EQ(t.sizes[0].upper_bound(g.dims()), 8 * 4 * 5);  // numel(self) at seq's max
   EXPECT_EQ(t.sizes[1].str(), "3");
   // Two nonzero nodes get two symbols; re-inferring a node gives its own again.
@@ -291,7 +293,7 @@ TEST(MaskedSelect, BroadcastRowsThroughThePipeline) {
   auto mask = g.add_input("mask", TensorType{ScalarType::kBool, {4, 1}, {}});
   auto sel = g.add(OpId::MaskedSelectOut, {x, mask}, "sel");
   ASSERT_TRUE(sel.is_ok()) << sel.status().message();
-  EXPECT_EQ(g.type(*sel).str(), "f32[u" + std::to_string(*sel) + "]");
+  EXPECT_EQ(g.type(*sel).str(), fmt::format("f32[u{}]", *sel));
   EXPECT_EQ(g.type(*sel).planning_bounds(g.dims()), (std::vector<int64_t>{12}));
   auto total = *g.add(OpId::SumIntListOut, {*sel, IntList{0}}, "total");
   g.set_outputs({*sel, total});

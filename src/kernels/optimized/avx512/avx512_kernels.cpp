@@ -69,10 +69,32 @@ void gemv(const float* x, const float* w, const float* bias, float* y, int64_t K
   }
 }
 
-// y[n] = x . w[n, :]: one dot product per row (attention scores against a
+// y[n] = x . w[n, :]: dot products of contiguous rows with x (kept in L1).
+// Four rows at a time: four independent streams and accumulator chains (the
+// decode FullyConnected on XNNPACK's [n, k] filters, and q . k^T against a
 // [S, head_dim] cache without transposing it).
 void gemv_t(const float* x, const float* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
-  for (int64_t n = n0; n < n1; ++n) {
+  int64_t n = n0;
+  for (; n + 4 <= n1; n += 4) {
+    const float* r0 = w + n * ldw;
+    const float* r1 = r0 + ldw;
+    const float* r2 = r1 + ldw;
+    const float* r3 = r2 + ldw;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t k = 0; k < K; k += 16) {
+      __mmask16 m = tail_mask(K - k);
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
+      a0 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, r0 + k), a0);
+      a1 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, r1 + k), a1);
+      a2 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, r2 + k), a2);
+      a3 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, r3 + k), a3);
+    }
+    y[n] = _mm512_reduce_add_ps(a0);
+    y[n + 1] = _mm512_reduce_add_ps(a1);
+    y[n + 2] = _mm512_reduce_add_ps(a2);
+    y[n + 3] = _mm512_reduce_add_ps(a3);
+  }
+  for (; n < n1; ++n) {
     const float* row = w + n * ldw;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k += 16) {
