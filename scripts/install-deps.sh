@@ -9,7 +9,8 @@ PACKAGES=(
   nlohmann-json3-dev                        # config.json, JSON output
   libcli11-dev                              # command line
   libfmt-dev                                # formatting
-  libopenblas-dev                           # optimized kernels: sgemm/sgemv
+  libopenblas-dev                           # optimized kernels: BLAS (sgemm fallback, benchmark baseline)
+  libdnnl-dev                               # optimized kernels: oneDNN sgemm for GEMM blocks (prefill)
   libgtest-dev libgmock-dev                 # tests
   clang libclang-rt-14-dev                  # sanitizer build and libFuzzer targets
   libpcre2-dev libutf8proc-dev libsentencepiece-dev  # tokenizers: regex, Unicode, tokenizer.model

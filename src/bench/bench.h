@@ -21,13 +21,14 @@ struct BenchResult {
   int prompt_len = 0, gen = 0, threads = 0;
   double prefill_tok_s = 0, decode_tok_s = 0;
   double prefill_seconds = 0, decode_seconds = 0;
+  double first_step_seconds = 0;        ///< one untimed decode step first: pages the weights in
   uint64_t weight_bytes_per_token = 0;  ///< constants a decode step reads
-  double bandwidth_gb_s = 0;            ///< measured read bandwidth, same threads
+  double bandwidth_gb_s = 0;            ///< measured read bandwidth, same threads (best before/after)
   double decode_bandwidth_share = 0;    ///< weight bytes/token * tok/s / bandwidth
   double peak_rss_mib = 0;
 };
 
-/// Streams a buffer larger than the caches with `threads` threads; best of 3 (GB/s).
+/// Streams a buffer larger than the caches with `threads` threads; best of 5 (GB/s).
 double measure_read_bandwidth(int threads, size_t bytes = size_t(1) << 30);
 
 /// Bytes of constant tensors one decode step of `forward` reads: every constant

@@ -1,9 +1,10 @@
 // hf2pte_kernel_bench [--threads N]: the optimized kernels' inner loops against
 // OpenBLAS in one run (same threads, same buffers), best of several reps:
 //  - GEMM 1024^3 (prefill-sized): OpenBLAS sgemm on its own threads vs gemm_f32
-//    (what mm/addmm use: the kernel pool splitting columns over 1-thread sgemm);
+//    (what mm/addmm use: the kernel pool splitting columns over 1-thread sgemm
+//    blocks, oneDNN where the build found it);
 //  - decode GEMVs x[1,K] . W[K,N] at the linear-layer shapes of bench-110m and
-//    bench-1b: gemm_f32 (pool + 1-thread sgemv), our AVX-512 GEMV on the pool,
+//    bench-1b: gemm_f32 (row chunks on the pool), our AVX-512 GEMV on the pool,
 //    OpenBLAS sgemm (M = 1) and sgemv on its threads, in GB/s of weights.
 #include <cblas.h>
 
@@ -58,8 +59,8 @@ int main(int argc, char** argv) {
       });
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let OpenBLAS's threads stop spinning
       double ours = best_seconds(5, [&] { gemm_f32(n, n, n, 1.0f, a.data(), b.data(), 0.0f, c.data()); });
-      std::printf("GEMM 1024^3: OpenBLAS sgemm (%d threads) %.1f GFLOP/s, gemm_f32 (pool + 1-thread sgemm) %.1f GFLOP/s: %.2fx\n",
-                  threads, flop / blas / 1e9, flop / ours / 1e9, blas / ours);
+      std::printf("GEMM 1024^3: OpenBLAS sgemm (%d threads) %.1f GFLOP/s, gemm_f32 (pool + 1-thread %s sgemm) %.1f GFLOP/s: %.2fx\n",
+                  threads, flop / blas / 1e9, gemm_engine(), flop / ours / 1e9, blas / ours);
     }
     openblas_set_num_threads(1);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -32,10 +33,15 @@ struct GenerateArgs {
   uint64_t seed = 0;
   bool print_ids = false;
   bool chat = false;  ///< wrap --prompt as a user message with the tokenizer's chat template
+  std::string system;                      ///< --system: a system message before the user turn (--chat)
+  std::vector<std::string> template_vars;  ///< --template-var NAME=VALUE, passed to the chat template
+  bool print_prompt = false;               ///< print the (rendered) prompt text and exit
   int threads = 0;    ///< kernel threads (0: all cores)
   CLI::Option* prompt_opt = nullptr;
+  CLI::Option* system_opt = nullptr;  // tells "--system ''" from absent
 };
-/// `hf2pte generate OUT.pte (--prompt TEXT [--tokenizer DIR] | --prompt-ids 1,2,3) [sampling flags] [--print-ids]`
+/// `hf2pte generate OUT.pte (--prompt TEXT [--tokenizer DIR] [--chat [--system TEXT] [--template-var NAME=VALUE]...]
+///  [--print-prompt] | --prompt-ids 1,2,3) [sampling flags] [--print-ids]`
 CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a);
 int run_generate(const GenerateArgs& a);
 

@@ -47,6 +47,13 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a) {
   gen->add_option("--seed", a.seed, "PRNG seed (std::mt19937_64); same seed, same output");
   gen->add_flag("--print-ids", a.print_ids, "print the generated token ids instead of text");
   gen->add_flag("--chat", a.chat, "format --prompt as a user turn with the tokenizer's chat_template");
+  a.system_opt = gen->add_option("--system", a.system, "with --chat: a system message before the user turn");
+  gen->add_option("--template-var", a.template_vars,
+                  "with --chat: NAME=VALUE passed to the chat template, as apply_chat_template(**kwargs) (repeatable; "
+                  "VALUE is JSON when it parses, else a string), e.g. enable_thinking=false")
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false);  // one NAME=VALUE per flag: a following positional stays positional
+  gen->add_flag("--print-prompt", a.print_prompt, "print the prompt text (the rendered chat template with --chat) and exit");
   gen->add_option("--threads", a.threads, "kernel threads (default: all cores)");
   return gen;
 }
@@ -76,15 +83,33 @@ int run_generate(const GenerateArgs& a) {
   }
   std::vector<int64_t> prompt;
   if (a.chat && !text_prompt) return fail(make_error(ErrorCode::kInvalidArgument, "--chat needs --prompt (command line)"));
+  const bool has_system = a.system_opt != nullptr && a.system_opt->count() > 0;
+  if (!a.chat && (has_system || !a.template_vars.empty())) {
+    return fail(make_error(ErrorCode::kInvalidArgument, "{} needs --chat (command line)",
+                           has_system ? "--system" : "--template-var"));
+  }
+  if (a.print_prompt && !text_prompt) {
+    return fail(make_error(ErrorCode::kInvalidArgument, "--print-prompt needs --prompt (command line)"));
+  }
   std::string prompt_text = a.prompt;
   if (a.chat) {
+    // As transformers' apply_chat_template(messages, add_generation_prompt=True, **kwargs).
+    auto vars = llm::template_vars_json(a.template_vars);
+    if (!vars) return fail(vars.status());
     if (tok->chat_template().empty()) {
       return fail(make_error(ErrorCode::kNotSupported, "the tokenizer has no chat_template (tokenizer_config.json)"));
     }
-    auto r = llm::render_chat_template(tok->chat_template(), {{"user", a.prompt}}, /*add_generation_prompt=*/true,
-                                       tok->bos_token(), tok->eos_token());
+    std::vector<llm::ChatMessage> messages;
+    if (has_system) messages.push_back({"system", a.system});
+    messages.push_back({"user", a.prompt});
+    auto r = llm::render_chat_template(tok->chat_template(), messages, /*add_generation_prompt=*/true,
+                                       tok->bos_token(), tok->eos_token(), *vars);
     if (!r) return fail(r.status());
     prompt_text = std::move(*r);
+  }
+  if (a.print_prompt) {  // exactly the text that would be encoded, nothing added
+    write_out(prompt_text);
+    return 0;
   }
   if (text_prompt) {
     // A rendered chat template already holds its special tokens (BOS included).

@@ -38,6 +38,14 @@ const char* dtype_name(ScalarType t) {
   }
 }
 
+const char* attention_span_name(AttentionSpan s) { return s == AttentionSpan::kWritten ? "written" : "full"; }
+
+Result<AttentionSpan> parse_attention_span(const std::string& s) {
+  if (s == "full") return AttentionSpan::kFull;
+  if (s == "written") return AttentionSpan::kWritten;
+  return make_error(ErrorCode::kInvalidArgument, "unknown attention span '{}'; expected full or written", s);
+}
+
 nlohmann::ordered_json config_to_json(const ExportConfig& c) {
   nlohmann::ordered_json j;
   j["backend"] = backend_name(c.backend);
@@ -50,6 +58,7 @@ nlohmann::ordered_json config_to_json(const ExportConfig& c) {
   j["alloc_graph_input"] = c.alloc_graph_input;
   j["alloc_graph_output"] = c.alloc_graph_output;
   j["alloc_mutable_buffers"] = c.alloc_mutable_buffers;
+  j["attention_span"] = attention_span_name(c.attention_span);
   return j;
 }
 
@@ -87,6 +96,11 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
       HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_boolean(), key.c_str(), "boolean", where));
       bool b = v.get<bool>();
       (key == "alloc_graph_input" ? c.alloc_graph_input : key == "alloc_graph_output" ? c.alloc_graph_output : c.alloc_mutable_buffers) = b;
+    } else if (key == "attention_span") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_string(), "attention_span", "string", where));
+      auto s = parse_attention_span(v.get<std::string>());
+      if (!s) return s.status().with_context(where);
+      c.attention_span = *s;
     } else if (key == "dynamic_shapes") {
       HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_object(), "dynamic_shapes", "object", where));
       for (const auto& [name, range] : v.items()) {
@@ -111,7 +125,7 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
     } else {
       return make_error(ErrorCode::kInvalidArgument,
                         "export config: unknown field '{}'; expected backend, dtype, max_seq_len, dynamic_shapes, "
-                        "alloc_graph_input, alloc_graph_output or alloc_mutable_buffers ({})", key, where);
+                        "alloc_graph_input, alloc_graph_output, alloc_mutable_buffers or attention_span ({})", key, where);
     }
   }
   return c;

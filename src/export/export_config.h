@@ -20,6 +20,14 @@ Result<Backend> parse_backend(const std::string& s);
 Result<ScalarType> parse_dtype(const std::string& s);
 const char* dtype_name(ScalarType t);
 
+/// Which KV-cache positions a decoder layer attends over (docs/pipeline.md,
+/// "Attention span"): kFull = all max_seq_len (masked), kWritten = [0, end) with
+/// end = max(cache_position) + 1, a data-dependent width.
+enum class AttentionSpan { kFull, kWritten };
+const char* attention_span_name(AttentionSpan s);
+/// "full" | "written".
+Result<AttentionSpan> parse_attention_span(const std::string& s);
+
 struct DimBound {
   int64_t min = 1;
   std::optional<int64_t> max;  ///< nullopt: unbounded ("seq=1:"), capped by the program fixes
@@ -32,6 +40,7 @@ struct ExportConfig {
   bool alloc_graph_input = true;
   bool alloc_graph_output = true;
   bool alloc_mutable_buffers = true;
+  AttentionSpan attention_span = AttentionSpan::kFull;
   std::map<std::string, DimBound> dims;  ///< --dim NAME=MIN:MAX overrides
   std::string dump_graph_stage;          ///< print the graph after this stage ("all" = every stage)
   bool verbose = false;

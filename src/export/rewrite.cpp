@@ -70,6 +70,24 @@ Result<RuleCounts> rewrite_to_fixed_point(Graph& g, const std::vector<Rule>& rul
   return make_error(ErrorCode::kInternal, "decomposition rules did not reach a fixed point in {} passes ({})", max_passes, names);
 }
 
+namespace {
+
+/// Whether `n` introduces a data-dependent size ("u<id>" on one of its outputs,
+/// named after that output: nonzero). Later nodes may use the symbol without
+/// using the tensor (a slice to [0, u)), and only this node's out yields it at
+/// runtime, so it stays.
+bool defines_unbacked_size(const Graph& g, const Node& n) {
+  for (ValueId v : n.outputs) {
+    const std::string name = fmt::format("u{}", v);
+    for (const auto& s : g.value(v).type.sizes) {
+      if (s.kind() == graph::SymInt::Kind::kUnbacked && s.dim_name() == name) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 int eliminate_dead_nodes(Graph& g) {
   int removed = 0;
   for (bool changed = true; changed;) {
@@ -80,7 +98,7 @@ int eliminate_dead_nodes(Graph& g) {
     std::vector<Node> kept;
     kept.reserve(nodes.size());
     for (auto& n : nodes) {
-      bool live = n.outputs.empty();  // in-place ops (index_put_) have effects
+      bool live = n.outputs.empty() || defines_unbacked_size(g, n);  // in-place ops (index_put_) have effects
       for (auto v : n.outputs) live |= used.count(v) > 0;
       if (live) {
         kept.push_back(std::move(n));

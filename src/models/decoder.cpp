@@ -127,6 +127,9 @@ struct Shared {
   SymInt S;
   ValueId cache_position;
   int64_t max_seq_len;
+  /// --attention-span written: the written cache width (written_end below); every
+  /// layer attends over cache positions [0, end) only. Unset: all max_seq_len.
+  std::optional<SymInt> end;
 };
 
 /// What differs between full and sliding layers: the mask and (Gemma 3) the RoPE theta.
@@ -193,6 +196,13 @@ Result<ValueId> attention_block(BlockBuilder& b, const ArchTraits& arch, const L
   HF2PTE_RETURN_IF_ERROR(g.add_node(OpId::IndexPut_, {k_cache, at_positions, k}, p + ".attn.k_update").status());
   HF2PTE_RETURN_IF_ERROR(g.add_node(OpId::IndexPut_, {v_cache, at_positions, v}, p + ".attn.v_update").status());
 
+  if (sh.end) {
+    // Only the written prefix: the same rows with the unwritten ones cut off, so
+    // q.k^T, the mask fill, softmax and p.v shrink from max_seq_len to `end`.
+    const SymInt end = *sh.end;
+    HF2PTE_ASSIGN_OR_RETURN(k_cache, b.op(OpId::SliceCopyTensorOut, {k_cache, int64_t{1}, SymInt(0), end}, p + ".attn.k_written"));
+    HF2PTE_ASSIGN_OR_RETURN(v_cache, b.op(OpId::SliceCopyTensorOut, {v_cache, int64_t{1}, SymInt(0), end}, p + ".attn.v_written"));
+  }
   AttentionOptions ao;
   ao.heads = nh;
   ao.kv_heads = nkv;
@@ -316,6 +326,7 @@ Result<std::pair<ValueId, ValueId>> rope_rows(BlockBuilder& b, const RopeSpec& s
 /// query i iff j <= pos_i) and, when a window is given, sliding (also
 /// j > pos_i - window, i.e. 0 <= pos_i - j < window).
 struct Masks {
+  ValueId key_pos = -1;  ///< arange(max_seq_len) as i64 [1, max_seq_len]
   ValueId causal = -1;
   std::optional<ValueId> sliding;
 };
@@ -328,6 +339,7 @@ Result<Masks> build_masks(BlockBuilder& b, const Shared& sh, std::optional<int64
                                                                                          to_bytes(positions), "arange(max_seq_len)"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId qpos, b.op(OpId::ViewCopyOut, {sh.cache_position, IntList{sh.S, 1}}, "mask.query_positions"));
   Masks m;
+  m.key_pos = key_pos;
   HF2PTE_ASSIGN_OR_RETURN(m.causal, b.op(OpId::LeTensorOut, {key_pos, qpos}, "mask"));
   if (window) {
     HF2PTE_ASSIGN_OR_RETURN(ValueId first, b.op(OpId::AddScalarOut, {qpos, int64_t{1 - *window}}, "mask.window_first"));
@@ -338,6 +350,29 @@ Result<Masks> build_masks(BlockBuilder& b, const Shared& sh, std::optional<int64
     m.sliding = sliding;
   }
   return m;
+}
+
+/// The written width of the cache for --attention-span written: end =
+/// max(cache_position) + 1, i.e. the number of keys the last query may see,
+/// as a data-dependent size bounded by max_seq_len. It is counted with nonzero
+/// over arange(max_seq_len) <= max(cache_position) (one [1, max_seq_len] row per
+/// call), which clamps positions past the cache to max_seq_len and needs no
+/// runtime assert; see docs/decisions.md for why not _local_scalar_dense.
+Result<SymInt> written_end(BlockBuilder& b, const Shared& sh, ValueId key_pos) {
+  HF2PTE_ASSIGN_OR_RETURN(ValueId last, b.op(OpId::AmaxOut, {sh.cache_position, IntList{0}, true}, "span.last_position"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId written, b.op(OpId::LeTensorOut, {key_pos, last}, "span.written"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId rows, b.op(OpId::NonzeroOut, {written}, "span.written_positions"));
+  return b.graph().type(rows).sizes[0];
+}
+
+/// The masks cut to the written width [S, end], once per call for every layer.
+Status narrow_masks(BlockBuilder& b, const SymInt& end, Masks* m) {
+  HF2PTE_ASSIGN_OR_RETURN(m->causal, b.op(OpId::SliceCopyTensorOut, {m->causal, int64_t{1}, SymInt(0), end}, "mask.written"));
+  if (m->sliding) {
+    HF2PTE_ASSIGN_OR_RETURN(ValueId s, b.op(OpId::SliceCopyTensorOut, {*m->sliding, int64_t{1}, SymInt(0), end}, "mask.sliding_written"));
+    m->sliding = s;
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -393,6 +428,11 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   bool any_sliding = false;
   for (AttentionKind k : c.layer_types) any_sliding = any_sliding || k == AttentionKind::kSliding;
   HF2PTE_ASSIGN_OR_RETURN(Masks masks, build_masks(b, sh, any_sliding ? c.sliding_window : std::nullopt));
+  if (opt.attend_written_only) {
+    HF2PTE_ASSIGN_OR_RETURN(SymInt end, written_end(b, sh, masks.key_pos));
+    sh.end = end;
+    HF2PTE_RETURN_IF_ERROR(narrow_masks(b, end, &masks));
+  }
 
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const bool sliding = c.layer_types[size_t(i)] == AttentionKind::kSliding;

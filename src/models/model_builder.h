@@ -16,6 +16,9 @@ struct BuildOptions {
   std::optional<int64_t> max_seq_len;
   ScalarType dtype = ScalarType::kFloat;
   std::string exporter_version = "hf2pte";
+  /// Decoders: attend over the written cache positions [0, max(cache_position] + 1)
+  /// only (a data-dependent width) instead of all max_seq_len (--attention-span written).
+  bool attend_written_only = false;
 };
 
 struct BuiltModel {

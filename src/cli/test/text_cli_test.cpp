@@ -102,6 +102,79 @@ TEST_F(TextCli, ChatNeedsATemplate) {
   EXPECT_NE(r.err.find("no chat_template"), std::string::npos) << r.err;
 }
 
+// generate --chat --system --template-var: the fixture is stories260K's tokenizer with a chat
+// template written here; --print-prompt shows the rendered prompt. Expected strings derived by
+// reading that template: the system loop prints <<SYS>>content<</SYS>> for each system message or,
+// with none, its else block <<NOSYS>>; then [U]content per user message; then, for the generation
+// prompt, [A], '\u2205' (U+2205, E2 88 85) when enable_thinking is the boolean false, n * 2 when n
+// is defined, and style.tone.
+TEST_F(TextCli, ChatSystemAndTemplateVars) {
+  const std::string tok = dir_ + "/chat_tok";
+  fs::create_directories(tok);
+  fs::copy_file(stories_ + "/tokenizer.json", tok + "/tokenizer.json", fs::copy_options::overwrite_existing);
+  auto cfg = nlohmann::json::parse(slurp(stories_ + "/tokenizer_config.json"));
+  cfg["chat_template"] =
+      "{% for m in messages if m.role == 'system' %}<<SYS>>{{ m.content }}<</SYS>>{% else %}<<NOSYS>>{% endfor %}"
+      "{% for m in messages if m.role == 'user' %}[U]{{ m.content }}{% endfor %}"
+      "{% if add_generation_prompt %}[A]{% if enable_thinking is false %}{{ '\\u2205' }}{% endif %}"
+      "{{ n * 2 if n is defined }}{{ style.tone }}{% endif %}";
+  std::ofstream(tok + "/tokenizer_config.json") << cfg.dump();
+  const std::string base = "generate " + dir_ + "/s.pte --tokenizer " + tok + " --prompt Hi --chat";
+
+  auto r = cli(base + " --system 'Be brief.' --template-var enable_thinking=false --template-var n=21"
+                      " --template-var 'style={\"tone\": \"dry\"}' --print-prompt");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "<<SYS>>Be brief.<</SYS>>[U]Hi[A]\xE2\x88\x85" "42dry");
+  r = cli(base + " --print-prompt");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "<<NOSYS>>[U]Hi[A]");
+  // A value that is not JSON is a string; "false" as a JSON string is not the boolean.
+  r = cli(base + " --template-var style=dry --template-var n=1 --template-var 'enable_thinking=\"false\"' --print-prompt");
+  EXPECT_EQ(r.out, "<<NOSYS>>[U]Hi[A]2") << r.err;
+  // An empty system message is still a system message.
+  r = cli(base + " --system '' --print-prompt");
+  EXPECT_EQ(r.out, "<<SYS>><</SYS>>[U]Hi[A]") << r.err;
+
+  // The same flags drive a real generation.
+  r = cli(base + " --system 'Be brief.' --template-var enable_thinking=false --max-new-tokens 3");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Hi", 0), 0u) << r.out;
+
+  // Errors: one line, exit 2.
+  r = cli(base + " --template-var enable_thinking --print-prompt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "hf2pte: error: expected NAME=VALUE (--template-var enable_thinking)\n");
+  r = cli(base + " --template-var messages=[] --print-prompt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("hf2pte: error: 'messages' is built from --system and --prompt", 0), 0u) << r.err;
+  r = cli("generate " + dir_ + "/s.pte --tokenizer " + tok + " --prompt Hi --system x");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "hf2pte: error: --system needs --chat (command line)\n");
+  r = cli("generate " + dir_ + "/s.pte --tokenizer " + tok + " --prompt Hi --template-var a=1");
+  EXPECT_EQ(r.err, "hf2pte: error: --template-var needs --chat (command line)\n");
+  cfg["chat_template"] = "{{ 'x\\u12' }}";
+  std::ofstream(tok + "/tokenizer_config.json") << cfg.dump();
+  r = cli(base + " --print-prompt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "hf2pte: error: chat template: truncated \\u escape (needs 4 hex digits) in a string literal at line 1, "
+            "column 6 (tokenizer_config.json)\n");
+}
+
+// Qwen3's own template (../shared/tokenizers, skipped when absent) with enable_thinking=false:
+// '<|im_start|>system\n' + system + '<|im_end|>\n', the user turn, '<|im_start|>assistant\n', then
+// '<think>\n\n</think>\n\n' (read from the template's text).
+TEST_F(TextCli, ChatQwen3ThinkingOff) {
+  const std::string qwen3 = "/work/shared/tokenizers/qwen3";
+  if (!fs::exists(qwen3 + "/tokenizer_config.json")) GTEST_SKIP() << "reference data not found: " << qwen3;
+  auto r = cli("generate " + dir_ + "/s.pte --tokenizer " + qwen3 +
+               " --prompt Hi --chat --system 'You are helpful.' --template-var enable_thinking=false --print-prompt");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+            "<think>\n\n</think>\n\n");
+}
+
 TEST_F(TextCli, SeededSamplingIsReproducible) {
   const std::string args = "generate " + dir_ + "/s.pte --prompt 'Once upon a time' --max-new-tokens 30 --temperature 1.0 --top-k 40 --top-p 0.95 --min-p 0.01 --repetition-penalty 1.1";
   auto a = cli(args + " --seed 7");

@@ -5,6 +5,10 @@
 // the SIMD GEMVs of simd_kernels.h on row chunks; bmm with M = 1 runs the
 // SIMD GEMV per head.
 #include <cblas.h>
+#ifdef HF2PTE_HAVE_DNNL
+#include <dnnl.h>
+#include <omp.h>
+#endif
 
 #include <algorithm>
 #include <memory>
@@ -35,12 +39,33 @@ bool fast_path(const rt::EValue* v, int rank) {
          v->tensor->is_contiguous() && v->tensor->raw_data() != nullptr;
 }
 
-/// The pool owns the threads: OpenBLAS runs single-threaded inside each task.
-void blas_single_thread() {
+/// One single-threaded row-major GEMM block, C = alpha A op(B) + beta C, run
+/// inside a pool task (the pool owns the threads). oneDNN's sgemm where the
+/// build found it (kernel_bench, same run: 1.0-1.13x OpenBLAS at the prefill
+/// shapes), else OpenBLAS's.
+void sgemm_1t(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+              int64_t ldb, float beta, float* C, int64_t ldc) {
+#ifdef HF2PTE_HAVE_DNNL
+  // oneDNN threads with OpenMP: one thread per calling pool thread.
+  thread_local bool single = (omp_set_num_threads(1), true);
+  (void)single;
+  dnnl_sgemm('N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#else
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), alpha, A,
+              int(lda), B, int(ldb), beta, C, int(ldc));
+#endif
 }
 
 }  // namespace
+
+const char* gemm_engine() {
+#ifdef HF2PTE_HAVE_DNNL
+  return "oneDNN";
+#else
+  return "OpenBLAS";
+#endif
+}
 
 namespace {
 
@@ -91,15 +116,13 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, cons
     gemv_split_k(N, K, alpha, A, B, beta, C, bias);
     return;
   }
-  blas_single_thread();
   parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
     float b = beta;
     if (bias != nullptr) {
       for (int64_t i = 0; i < M; ++i) std::copy(bias + n0, bias + n1, C + i * N + n0);
       b = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(n1 - n0), int(K), alpha, A, int(K), B + n0, int(N), b,
-                C + n0, int(N));
+    sgemm_1t(false, M, n1 - n0, K, alpha, A, K, B + n0, N, b, C + n0, N);
   });
 }
 
@@ -110,7 +133,6 @@ constexpr int64_t kGemvMinDim = 32;
 
 void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias) {
   if (M * N == 0) return;
-  blas_single_thread();
   if (M == 1) {
     // Rows of W are contiguous: each task streams its own block of rows, dot
     // products against x (kept in L1) by the SIMD table.
@@ -129,8 +151,7 @@ void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W
       if (bias != nullptr) std::copy(bias + n0, bias + n1, C + i * N + n0);
       else std::fill(C + i * N + n0, C + i * N + n1, 0.0f);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(n1 - n0), int(K), 1.0f, A, int(K), W + n0 * K,
-                int(K), 1.0f, C + n0, int(N));
+    sgemm_1t(true, M, n1 - n0, K, 1.0f, A, K, W + n0 * K, K, 1.0f, C + n0, N);
   });
 }
 
@@ -156,11 +177,9 @@ void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
     });
     return;
   }
-  blas_single_thread();
   parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t i = b0; i < b1; ++i) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), 1.0f,
-                  A + i * M * K, int(K), B + i * K * N, int(trans_b ? K : N), 0.0f, C + i * M * N, int(N));
+      sgemm_1t(trans_b, M, N, K, 1.0f, A + i * M * K, K, B + i * K * N, trans_b ? K : N, 0.0f, C + i * M * N, N);
     }
   });
 }
@@ -208,30 +227,14 @@ Status bmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   int64_t shape[3] = {B, M, N};
   HF2PTE_RETURN_IF_ERROR(resize(out, shape, OpId::BmmOut));
   if (!out.is_contiguous()) return kernels::BmmOut(ctx, args);
-  if (M == 1) {  // decode attention: one small GEMV per head, heads across threads
-    const SimdKernels& k = simd();
-    const float *pa = a.data<float>(), *pb = b.data<float>();
-    float* pc = out.data<float>();
-    parallel_for(B, B * K * N >= 65536 ? 1 : B, [&](int64_t b0, int64_t b1) {
-      for (int64_t i = b0; i < b1; ++i) k.gemv(pa + i * K, pb + i * K * N, nullptr, pc + i * N, K, N, 0, N);
-    });
-    if (args[3] != args[2]) *args[3] = *args[2];
-    return Status::ok();
-  }
-  if (B >= pool_threads()) {  // prefill attention: one single-threaded sgemm per head, heads across threads
-    blas_single_thread();
-    const float *pa = a.data<float>(), *pb = b.data<float>();
-    float* pc = out.data<float>();
-    parallel_for(B, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t i = b0; i < b1; ++i) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K), 1.0f, pa + i * M * K, int(K),
-                    pb + i * K * N, int(N), 0.0f, pc + i * M * N, int(N));
-      }
-    });
+  const float *pa = a.data<float>(), *pb = b.data<float>();
+  float* pc = out.data<float>();
+  if (M == 1 || B >= pool_threads()) {
+    // Decode attention (a GEMV per head) or prefill attention (a
+    // single-threaded GEMM per head): heads across the pool.
+    batched_gemm_f32(B, M, N, K, pa, pb, false, pc);
   } else {
-    for (int64_t i = 0; i < B; ++i) {
-      sgemm(M, N, K, 1.0f, a.data<float>() + i * M * K, b.data<float>() + i * K * N, 0.0f, out.data<float>() + i * M * N);
-    }
+    for (int64_t i = 0; i < B; ++i) sgemm(M, N, K, 1.0f, pa + i * M * K, pb + i * K * N, 0.0f, pc + i * M * N);
   }
   if (args[3] != args[2]) *args[3] = *args[2];
   return Status::ok();

@@ -9,15 +9,19 @@ namespace hf2pte::kernels {
 
 /// C[M,N] = alpha * A[M,K] B[K,N] + beta * C (+ bias[N] per row when given,
 /// then beta is ignored), row-major contiguous. One thread pool does all the
-/// threading: M = 1 runs the SIMD GEMV over column ranges; M > 1 splits the
-/// columns across the pool and calls single-threaded OpenBLAS sgemm on each
-/// block, so OpenBLAS's own spinning threads never compete with the pool.
+/// threading: M = 1 runs the SIMD GEMV over fixed row chunks and sums their
+/// partials in order (the result does not depend on the thread count); M > 1
+/// splits the columns across the pool and runs one single-threaded sgemm
+/// block each (gemm_engine()), so no library's own threads compete with the pool.
 void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B, float beta, float* C,
               const float* bias = nullptr);
 
+/// The library that runs gemm_f32's single-threaded blocks: "oneDNN" or "OpenBLAS".
+const char* gemm_engine();
+
 /// C[M,N] = A[M,K] W^T (+ bias[N] per row) with W stored [N,K] row-major
-/// (XNNPACK's filter layout, read in place): M = 1 is a row-block sgemv per
-/// task, larger M a single-threaded sgemm per column block.
+/// (XNNPACK's filter layout, read in place): M = 1 is a SIMD dot-product GEMV
+/// over row blocks, larger M a single-threaded sgemm per column block.
 void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias);
 
 /// C[b] = A[b] B[b] for b < batch: A[b] [M,K], B[b] [K,N] (or [N,K] when

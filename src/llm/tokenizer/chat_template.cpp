@@ -217,7 +217,85 @@ struct Tok {
   std::string v;
 };
 
-Result<std::vector<Tok>> lex(std::string_view e) {
+// Where a piece of template source starts (1-based), so errors can point into the template.
+struct Loc {
+  size_t line = 1, col = 1;
+};
+
+// The location of byte `off` of `e`, a piece of source that starts at `start`.
+Loc advance(Loc start, std::string_view e, size_t off) {
+  for (size_t k = 0; k < off && k < e.size(); ++k) {
+    if (e[k] == '\n') { ++start.line; start.col = 1; }
+    else ++start.col;
+  }
+  return start;
+}
+
+Status escape_error(const std::string& what, Loc at) {
+  return template_error(fmt::format("{} in a string literal at line {}, column {}", what, at.line, at.col));
+}
+
+// Reads exactly `n` hex digits at e[j...]; nullopt when there are fewer.
+std::optional<char32_t> hex_digits(std::string_view e, size_t j, size_t n) {
+  if (j + n > e.size()) return std::nullopt;
+  char32_t v = 0;
+  for (size_t k = j; k < j + n; ++k) {
+    if (!std::isxdigit(static_cast<unsigned char>(e[k]))) return std::nullopt;
+    v = v * 16 + static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(e[k])) ? e[k] - '0' : (e[k] | 0x20) - 'a' + 10);
+  }
+  return v;
+}
+
+// One backslash escape of a string literal, at e[j] == '\\'. Jinja decodes literals with
+// Python's unicode-escape codec: \\ \' \" \a \b \f \n \r \t \v, \<newline> (dropped),
+// octal \ooo, \xhh, \uXXXX, \UXXXXXXXX; any other escape is kept as written (backslash
+// included). Unlike Python, a \uD800-\uDBFF \uDC00-\uDFFF pair is one code point and a
+// lone surrogate is an error: UTF-8 cannot hold surrogates. Appends to `s`; returns the
+// index of the escape's last byte.
+Result<size_t> read_escape(std::string_view e, size_t j, Loc start, std::string& s) {
+  const Loc at = advance(start, e, j);
+  if (j + 1 >= e.size()) return escape_error("a backslash at the end", at);
+  const char n = e[j + 1];
+  static const std::pair<char, char> simple[] = {{'\\', '\\'}, {'\'', '\''}, {'"', '"'}, {'a', '\a'}, {'b', '\b'},
+                                                {'f', '\f'}, {'n', '\n'}, {'r', '\r'}, {'t', '\t'}, {'v', '\v'}};
+  for (const auto& [esc, c] : simple) {
+    if (n == esc) { s += c; return j + 1; }
+  }
+  if (n == '\n') return j + 1;  // line continuation
+  if (n >= '0' && n <= '7') {
+    size_t k = j + 1;
+    char32_t v = 0;
+    while (k < e.size() && k < j + 4 && e[k] >= '0' && e[k] <= '7') v = v * 8 + static_cast<char32_t>(e[k++] - '0');
+    s += utf8_encode({v});
+    return k - 1;
+  }
+  const size_t digits = n == 'x' ? 2 : n == 'u' ? 4 : n == 'U' ? 8 : 0;
+  if (digits == 0) {
+    if (n == 'N') return unsupported(fmt::format("\\N{{...}} escape (line {}, column {})", at.line, at.col));
+    s += '\\';  // unknown escape: kept as written
+    s += n;
+    return j + 1;
+  }
+  auto v = hex_digits(e, j + 2, digits);
+  if (!v) return escape_error(fmt::format("truncated \\{} escape (needs {} hex digits)", n, digits), at);
+  size_t last = j + 1 + digits;
+  if (*v >= 0xD800 && *v <= 0xDBFF && n == 'u') {  // high surrogate: needs a low one next
+    auto lo = last + 2 < e.size() && e[last + 1] == '\\' && e[last + 2] == 'u' ? hex_digits(e, last + 3, 4) : std::nullopt;
+    if (!lo || *lo < 0xDC00 || *lo > 0xDFFF) {
+      return escape_error(fmt::format("high surrogate \\u{:04X} without a low surrogate after it", static_cast<uint32_t>(*v)), at);
+    }
+    *v = 0x10000 + ((*v - 0xD800) << 10) + (*lo - 0xDC00);
+    last += 6;
+  } else if (*v >= 0xD800 && *v <= 0xDFFF) {
+    return escape_error(fmt::format("lone surrogate \\{}{:0{}X}", n, static_cast<uint32_t>(*v), digits), at);
+  } else if (*v > 0x10FFFF) {
+    return escape_error(fmt::format("\\U{:08X} is beyond U+10FFFF", static_cast<uint32_t>(*v)), at);
+  }
+  s += utf8_encode({*v});
+  return last;
+}
+
+Result<std::vector<Tok>> lex(std::string_view e, Loc start = {}) {
   std::vector<Tok> out;
   for (size_t i = 0; i < e.size();) {
     char c = e[i];
@@ -240,9 +318,8 @@ Result<std::vector<Tok>> lex(std::string_view e) {
       std::string s;
       size_t j = i + 1;
       for (; j < e.size() && e[j] != c; ++j) {
-        if (e[j] == '\\' && j + 1 < e.size()) {
-          char n = e[++j];
-          s += n == 'n' ? '\n' : n == 't' ? '\t' : n == 'r' ? '\r' : n;
+        if (e[j] == '\\') {
+          HF2PTE_ASSIGN_OR_RETURN(j, read_escape(e, j, start, s));
         } else {
           s += e[j];
         }
@@ -983,6 +1060,7 @@ class Evaluator {
 struct Piece {
   enum K { kText, kOut, kTag } k;
   std::string s;
+  Loc at = {};  // where s starts in the template (tags and outputs)
 };
 
 bool is_blank(char c) { return c == ' ' || c == '\t'; }
@@ -1013,6 +1091,13 @@ Result<std::vector<Piece>> split_template(std::string_view t) {
   std::string text;
   size_t i = 0;
   bool strip_next = false, trim_newline = false;
+  Loc loc;           // the location of byte `loc_off`; only moves forward
+  size_t loc_off = 0;
+  auto loc_of = [&](size_t off) {
+    loc = advance(loc, t.substr(loc_off), off - loc_off);
+    loc_off = off;
+    return loc;
+  };
   auto push_text = [&]() {
     if (!text.empty()) out.push_back({Piece::kText, text});
     text.clear();
@@ -1060,7 +1145,7 @@ Result<std::vector<Piece>> split_template(std::string_view t) {
     else if (block && right != '+') trim_newline = true;
     if (kind != '#') {
       push_text();
-      out.push_back({kind == '{' ? Piece::kOut : Piece::kTag, std::string(t.substr(body, inner_end - body))});
+      out.push_back({kind == '{' ? Piece::kOut : Piece::kTag, std::string(t.substr(body, inner_end - body)), loc_of(body)});
     }
     i = end + 2;
   }
@@ -1076,6 +1161,7 @@ struct Node {
   std::vector<std::string> names;       // for variables; set: {name} or {namespace, attribute}
   std::vector<std::pair<ExprP, std::vector<Node>>> branches;  // if: (cond or null for else, body)
   std::vector<Node> body;
+  std::vector<Node> else_body;          // for: rendered when no item was iterated
 };
 
 struct TagStart {
@@ -1083,16 +1169,16 @@ struct TagStart {
   std::unique_ptr<Parser> rest;
 };
 
-Result<TagStart> open_tag(const std::string& src) {
-  HF2PTE_ASSIGN_OR_RETURN(auto toks, lex(src));
-  if (toks.front().k != Tok::kName) return unsupported("tag '{% " + src + " %}'");
+Result<TagStart> open_tag(const Piece& p) {
+  HF2PTE_ASSIGN_OR_RETURN(auto toks, lex(p.s, p.at));
+  if (toks.front().k != Tok::kName) return unsupported("tag '{% " + p.s + " %}'");
   std::string kw = toks.front().v;
   toks.erase(toks.begin());
   return TagStart{kw, std::make_unique<Parser>(std::move(toks))};
 }
 
-Result<ExprP> parse_expr_text(const std::string& src, const char* where) {
-  HF2PTE_ASSIGN_OR_RETURN(auto toks, lex(src));
+Result<ExprP> parse_expr_text(const Piece& piece, const char* where) {
+  HF2PTE_ASSIGN_OR_RETURN(auto toks, lex(piece.s, piece.at));
   Parser p(std::move(toks));
   HF2PTE_ASSIGN_OR_RETURN(ExprP e, p.expression());
   HF2PTE_RETURN_IF_ERROR(p.expect_end(where));
@@ -1109,11 +1195,11 @@ Result<std::string> parse_block(const std::vector<Piece>& ps, size_t& pos, std::
     if (p.k == Piece::kOut) {
       Node n;
       n.k = Node::kOut;
-      HF2PTE_ASSIGN_OR_RETURN(n.expr, parse_expr_text(p.s, "{{ }}"));
+      HF2PTE_ASSIGN_OR_RETURN(n.expr, parse_expr_text(p, "{{ }}"));
       out.push_back(std::move(n));
       continue;
     }
-    HF2PTE_ASSIGN_OR_RETURN(TagStart tag, open_tag(p.s));
+    HF2PTE_ASSIGN_OR_RETURN(TagStart tag, open_tag(p));
     for (const auto& st : stops) if (tag.keyword == st) { --pos; return st; }
     Parser& rest = *tag.rest;
     Node n;
@@ -1126,7 +1212,7 @@ Result<std::string> parse_block(const std::vector<Piece>& ps, size_t& pos, std::
         HF2PTE_ASSIGN_OR_RETURN(std::string stop, parse_block(ps, pos, body, {"elif", "else", "endif"}, depth + 1));
         if (stop.empty()) return template_error("missing {% endif %}");
         n.branches.emplace_back(cond, std::move(body));
-        HF2PTE_ASSIGN_OR_RETURN(TagStart next, open_tag(ps[pos++].s));
+        HF2PTE_ASSIGN_OR_RETURN(TagStart next, open_tag(ps[pos++]));
         if (stop == "endif") break;
         if (stop == "else") {
           cond = nullptr;
@@ -1150,8 +1236,12 @@ Result<std::string> parse_block(const std::vector<Piece>& ps, size_t& pos, std::
       if (rest.accept(Tok::kName, "recursive")) return unsupported("recursive for loop");
       HF2PTE_RETURN_IF_ERROR(rest.expect_end("{% for %}"));
       HF2PTE_ASSIGN_OR_RETURN(std::string stop, parse_block(ps, pos, n.body, {"endfor", "else"}, depth + 1));
+      if (stop == "else") {
+        HF2PTE_ASSIGN_OR_RETURN(TagStart else_tag, open_tag(ps[pos++]));
+        HF2PTE_RETURN_IF_ERROR(else_tag.rest->expect_end("{% else %}"));
+        HF2PTE_ASSIGN_OR_RETURN(stop, parse_block(ps, pos, n.else_body, {"endfor"}, depth + 1));
+      }
       if (stop.empty()) return template_error("missing {% endfor %}");
-      if (stop == "else") return unsupported("{% for %}...{% else %}");
       ++pos;
     } else if (tag.keyword == "set") {
       n.k = Node::kSet;
@@ -1233,6 +1323,7 @@ Result<Flow> render(const std::vector<Node>& nodes, Scope& scope, std::string& o
           if (c.truthy()) items.push_back(x);
         }
         const int64_t len = static_cast<int64_t>(items.size());
+        bool completed = false;  // some iteration ran its body to the end
         for (int64_t k = 0; k < len; ++k) {
           Scope inner{{}, &scope};
           Value loop = Value::new_dict();
@@ -1253,7 +1344,16 @@ Result<Flow> render(const std::vector<Node>& nodes, Scope& scope, std::string& o
             for (size_t v = 0; v < n.names.size(); ++v) inner.vars[n.names[v]] = (*x.list)[v];
           }
           HF2PTE_ASSIGN_OR_RETURN(Flow f, render(n.body, inner, out));
+          if (f == Flow::kNormal) completed = true;
           if (f == Flow::kBreak) break;
+        }
+        // for-else. Jinja2 renders it when no iteration ran its body to the end: the
+        // sequence was empty, the `if` filter removed every item, or each iteration
+        // that ran left through {% break %} / {% continue %} (Jinja2 3.x's generated code).
+        if (!completed && !n.else_body.empty()) {
+          Scope inner{{}, &scope};
+          HF2PTE_ASSIGN_OR_RETURN(Flow f, render(n.else_body, inner, out));
+          if (f != Flow::kNormal) return f;  // break/continue of an enclosing loop
         }
         break;
       }
@@ -1298,6 +1398,32 @@ Result<std::string> render_chat_template(std::string_view tmpl, const std::vecto
   HF2PTE_ASSIGN_OR_RETURN(Flow f, render(nodes, scope, out));
   (void)f;
   return out;
+}
+
+Result<std::string> template_vars_json(const std::vector<std::string>& assignments) {
+  auto vars = nlohmann::ordered_json::object();
+  for (const std::string& a : assignments) {
+    if (!tok::utf8_valid(a)) {  // nlohmann would throw on dumping it
+      return make_error(ErrorCode::kInvalidArgument, "not valid UTF-8 (--template-var {})", tok::utf8_lossy(a));
+    }
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq);
+    auto bad = [&](const std::string& what) {
+      return make_error(ErrorCode::kInvalidArgument, "{} (--template-var {})", what, a);
+    };
+    if (eq == std::string::npos) return bad("expected NAME=VALUE");
+    const bool identifier = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                            std::all_of(name.begin(), name.end(), [](char c) {
+                              return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                            });
+    if (!identifier) return bad("'" + name + "' is not a template variable name (letters, digits, _)");
+    if (name == "messages") return bad("'messages' is built from --system and --prompt, it cannot be set");
+    if (name == "add_generation_prompt") return bad("'add_generation_prompt' is always true in generate --chat");
+    const std::string text = a.substr(eq + 1);
+    auto value = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    vars[name] = value.is_discarded() ? nlohmann::ordered_json(text) : std::move(value);
+  }
+  return vars.dump();
 }
 
 }  // namespace hf2pte::llm

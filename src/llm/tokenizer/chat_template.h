@@ -5,8 +5,10 @@
 //
 // Supported: text, {{ }}, {# #}, {% if/elif/else %}, {% for x in xs %} and
 // {% for a, b in pairs %} with loop.index/index0/revindex/revindex0/first/
-// last/length/previtem/nextitem, {% set x = e %} and {% set ns.x = e %},
-// namespace(...); literals (string, int, list, dict, true/false/none);
+// last/length/previtem/nextitem and an optional {% else %} (rendered when
+// nothing was iterated), {% set x = e %} and {% set ns.x = e %},
+// namespace(...); literals (string with Python escapes \n \t \\ \' \" \xhh
+// \uXXXX \UXXXXXXXX octal, int, list, dict, true/false/none);
 // + - * // % ~, comparisons, in / not in, and/or/not (short-circuit),
 // `a if c else b`; subscripts, slices ([::-1]), attributes; string methods
 // startswith/endswith/split/strip/lstrip/rstrip/upper/lower/replace/title,
@@ -39,5 +41,14 @@ struct ChatMessage {
 Result<std::string> render_chat_template(std::string_view tmpl, const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt, const std::string& bos_token,
                                          const std::string& eos_token, std::string_view extra_vars_json = {});
+
+/// Builds the `extra_vars_json` object of render_chat_template from command-line
+/// assignments `NAME=VALUE` (`generate --template-var`), as transformers'
+/// apply_chat_template(..., **kwargs) passes keyword arguments to the template.
+/// VALUE is taken as JSON when it parses as JSON (`false`, `3`, `"s"`, `{"a": 1}`),
+/// otherwise as the plain string. A later assignment of a name replaces an earlier
+/// one. `messages` and `add_generation_prompt` are refused (the caller sets them).
+/// Errors read `... (--template-var NAME=VALUE)`.
+Result<std::string> template_vars_json(const std::vector<std::string>& assignments);
 
 }  // namespace hf2pte::llm

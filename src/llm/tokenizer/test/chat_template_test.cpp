@@ -134,6 +134,120 @@ TEST(ChatTemplate, TrimBlocksAndLstripBlocks) {
   EXPECT_EQ(*r, "[a]\n[b]\nend  x  y\n  kept\n trimmed!");
 }
 
+// String literals decode Python's escapes (Jinja uses the unicode-escape codec). Expected strings
+// were written by hand from that codec's table (\u00e9 = C3 A9, \u4e2d = E4 B8 AD, U+1F600 =
+// F0 9F 98 80, \101 octal = 'A', unknown \q kept as written) and agree with Debian's
+// python3-jinja2 3.1.6, except the surrogate pair: Jinja keeps two lone surrogates, which UTF-8
+// cannot hold, so we join the pair into its code point (docs/decisions.md).
+TEST(ChatTemplate, StringEscapes) {
+  struct Case { const char* tmpl; const char* want; };
+  const Case cases[] = {
+      {R"({{ '\u00e9|\u4e2d|\x41|\101|a\tb|\\|\'|\"|\q' }})", "\xC3\xA9|\xE4\xB8\xAD|A|A|a\tb|\\|'|\"|\\q"},
+      {R"({{ "it\'s \"q\"" }})", "it's \"q\""},
+      {R"({{ '\U0001F600' }}|{{ '\ud83d\ude00' }}|{{ '\uD83D\uDE00x' }})", "\xF0\x9F\x98\x80|\xF0\x9F\x98\x80|\xF0\x9F\x98\x80x"},
+      {"{{ 'a\\\nb' }}", "ab"},  // backslash-newline: a line continuation
+      {R"({% set s = '\u0041\u00DF' %}{{ s }}{% if s == 'A\xdf' %}={% endif %})", "A\xC3\x9F="},
+      {R"({{ '%}\'' }}{{ "}}\"" }})", "%}'}}\""},  // escaped quotes do not end a literal or a tag
+      {R"({{ '\u00e9' | tojson }})", "\"\xC3\xA9\""},
+  };
+  for (const auto& c : cases) {
+    auto r = render_chat_template(c.tmpl, {}, false, "", "");
+    ASSERT_TRUE(r.is_ok()) << c.tmpl << ": " << r.status().message();
+    EXPECT_EQ(*r, std::string(c.want)) << c.tmpl;
+  }
+  EXPECT_EQ(*render_chat_template(R"({{ 'a\nb\r\0' }})", {}, false, "", ""), std::string("a\nb\r\0", 5));
+
+  // Malformed escapes are errors that name the escape and where it is (1-based line and column
+  // of the backslash in the template).
+  struct Bad { std::string tmpl, what, where; };
+  const Bad bad[] = {
+      {R"({{ 'ab\u12' }})", "truncated \\u escape", "line 1, column 7"},
+      {"line one\n{{ 'x' }}\n{% if '\\uZZZZ' %}{% endif %}", "truncated \\u escape", "line 3, column 8"},
+      {"{{ 'x' ~\n  'y\\x4' }}", "truncated \\x escape", "line 2, column 5"},
+      {R"({{ '\ud83d' }})", "high surrogate \\uD83D without a low surrogate", "line 1, column 5"},
+      {R"({{ '\ud83d\u0041' }})", "high surrogate \\uD83D", "line 1, column 5"},
+      {R"({{ 'a\ude00' }})", "lone surrogate \\uDE00", "line 1, column 6"},
+      {R"({{ '\U00110000' }})", "\\U00110000 is beyond U+10FFFF", "line 1, column 5"},
+  };
+  for (const auto& b : bad) {
+    auto r = render_chat_template(b.tmpl, {}, false, "", "");
+    ASSERT_FALSE(r.is_ok()) << b.tmpl;
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidInput) << b.tmpl;
+    EXPECT_NE(r.status().message().find(b.what), std::string::npos) << b.tmpl << " -> " << r.status().message();
+    EXPECT_NE(r.status().message().find(b.where), std::string::npos) << b.tmpl << " -> " << r.status().message();
+  }
+  auto named = render_chat_template(R"({{ '\N{BULLET}' }})", {}, false, "", "");
+  ASSERT_FALSE(named.is_ok());
+  EXPECT_EQ(named.status().code(), ErrorCode::kNotSupported);
+}
+
+// for-else (Jinja2: the else block renders when no iteration took place). Expected strings derived
+// by hand from that rule and Jinja's scoping (the else block is an inner scope of the enclosing one,
+// so `loop` there is the outer loop's); they agree with Debian's python3-jinja2 3.1.6.
+TEST(ChatTemplate, ForElse) {
+  struct Case { const char* tmpl; const char* want; };
+  const Case cases[] = {
+      {"{% for x in [] %}{{ x }}{% else %}empty{% endfor %}", "empty"},
+      {"{% for x in [1, 2] %}{{ x }}{% else %}empty{% endfor %}", "12"},
+      {"{% for m in messages if m.role == 'tool' %}{{ m.content }}{% else %}no tools{% endfor %}", "no tools"},
+      {"{% for m in messages if m.role == 'user' %}{{ m.content }}{{ loop.length }}{% else %}none{% endfor %}", "a1"},
+      {"{% for x in nothing %}{{ x }}{% else %}undefined is empty{% endfor %}", "undefined is empty"},
+      {"{% for x in '' %}{{ x }}{% else %}e{% endfor %}{% for k in {} %}{{ k }}{% else %}d{% endfor %}", "ed"},
+      // Nested: the inner loop's loop.* is intact; in the inner else, `loop` is the outer loop's.
+      {"{% for a in [[1, 2], [], [3]] %}[{% for b in a %}{{ b }}{{ loop.index }}/{{ loop.length }}"
+       "{% if not loop.last %},{% endif %}{% else %}empty in {{ loop.index }}{% endfor %}]{% endfor %}",
+       "[11/2,22/2][empty in 2][31/1]"},
+      {"{% for x in [] %}a{% if true %}b{% else %}c{% endif %}{% else %}{% if false %}d{% else %}e{% endif %}{% endfor %}", "e"},
+      {"{% for x in [] %}{% else %}{% for y in [] %}{% else %}inner{% endfor %}{% endfor %}", "inner"},
+      // The else block does not leak variables it sets.
+      {"{% for x in [] %}{% else %}{% set y = 1 %}{{ y }}{% endfor %}{{ y is defined }}", "1False"},
+      // {% break %} in an else block leaves the enclosing loop.
+      {"{% for i in [1, 2, 3] %}{% for x in [] %}{% else %}{% if i == 2 %}{% break %}{% endif %}{{ i }}{% endfor %}{% endfor %}", "1"},
+      // Jinja2 3.x marks "iterated" at the end of each body, so an iteration left through
+      // break/continue does not count.
+      {"{% for x in [1] %}{% break %}{% else %}never{% endfor %}!", "never!"},
+      {"{% for x in [1] %}{% continue %}{% else %}never{% endfor %}!", "never!"},
+      {"{% for x in [1, 2] %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% else %}never{% endfor %}!", "1!"},
+      {"{% for x in [1, 2] %}{{ x }}{% if x == 1 %}{% break %}{% endif %}{% else %}never{% endfor %}!", "1never!"},
+      // trim_blocks / lstrip_blocks apply to {% else %} like any block tag.
+      {"{% for x in [] %}\n  x\n{% else %}\n  empty\n{% endfor %}\ndone", "  empty\ndone"},
+  };
+  for (const auto& c : cases) {
+    auto r = render_chat_template(c.tmpl, {{"user", "a"}, {"assistant", "b"}}, false, "", "");
+    ASSERT_TRUE(r.is_ok()) << c.tmpl << ": " << r.status().message();
+    EXPECT_EQ(*r, c.want) << c.tmpl;
+  }
+  EXPECT_FALSE(render_chat_template("{% for x in [] %}{% else %}", {}, false, "", "").is_ok());
+  EXPECT_FALSE(render_chat_template("{% for x in [] %}{% else x %}{% endfor %}", {}, false, "", "").is_ok());
+  EXPECT_FALSE(render_chat_template("{% for x in [] %}{% else %}{% else %}{% endfor %}", {}, false, "", "").is_ok());
+}
+
+// --template-var NAME=VALUE: JSON when VALUE parses as JSON, else the plain string.
+TEST(ChatTemplate, TemplateVarsJson) {
+  auto r = template_vars_json({"enable_thinking=false", "n=3", "s=hello", "q=\"x y\"", R"(o={"a": [1, true]})", "e=",
+                               "eq=a=b", "z=null", "x=1", "x=2"});
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(nlohmann::json::parse(*r), nlohmann::json::parse(R"({"enable_thinking": false, "n": 3, "s": "hello",
+      "q": "x y", "o": {"a": [1, true]}, "e": "", "eq": "a=b", "z": null, "x": 2})"));
+  EXPECT_EQ(*template_vars_json({}), "{}");
+  const std::pair<const char*, const char*> bad[] = {
+      {"novalue", "expected NAME=VALUE (--template-var novalue)"},
+      {"=3", "'' is not a template variable name (letters, digits, _) (--template-var =3)"},
+      {"1x=2", "'1x' is not a template variable name (letters, digits, _) (--template-var 1x=2)"},
+      {"a.b=2", "'a.b' is not a template variable name (letters, digits, _) (--template-var a.b=2)"},
+      {"messages=[]", "'messages' is built from --system and --prompt, it cannot be set (--template-var messages=[])"},
+      {"s=\xFF", "not valid UTF-8 (--template-var s=\uFFFD)"},
+      {"add_generation_prompt=false",
+       "'add_generation_prompt' is always true in generate --chat (--template-var add_generation_prompt=false)"},
+  };
+  for (const auto& [arg, msg] : bad) {
+    auto e = template_vars_json({"ok=1", arg});
+    ASSERT_FALSE(e.is_ok()) << arg;
+    EXPECT_EQ(e.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(e.status().message(), msg);
+  }
+}
+
 // ---- the real templates of ../shared/tokenizers (skipped when absent) ----
 // Every expected string below was derived by reading the template, not from our output.
 
@@ -210,6 +324,48 @@ TEST(ChatTemplate, DeepSeekV3) {
   EXPECT_EQ(render_ok(t, {{"user", "Q"}, {"tool", "R"}}, true, bos),
             bos + user + "Q<\uFF5Ctool\u2581outputs\u2581begin\uFF5C><\uFF5Ctool\u2581output\u2581begin\uFF5C>R"
                   "<\uFF5Ctool\u2581output\u2581end\uFF5C><\uFF5Ctool\u2581outputs\u2581end\uFF5C>");
+}
+
+// What `generate --chat --system S --template-var ...` renders: [system S, user P] with
+// add_generation_prompt=true and the variables of template_vars_json. Expected strings were
+// derived by reading each template's text (noted per case), not from our output.
+TEST(ChatTemplate, RealTemplatesWithSystemAndTemplateVars) {
+  auto vars = [](std::vector<std::string> a) { return *template_vars_json(a); };
+  {
+    LOAD_TEMPLATE(t, "qwen3");
+    // No tools: messages[0] is the system turn, printed before the loop as
+    // '<|im_start|>system\n' + content + '<|im_end|>\n'; the loop skips it (loop.first) and prints the
+    // user turn; the generation prompt '<|im_start|>assistant\n' is followed by the empty think block
+    // '<think>\n\n</think>\n\n' only when `enable_thinking is false` (a boolean false).
+    const std::string head = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+    const std::vector<ChatMessage> m = {{"system", "Be brief."}, {"user", "Hi"}};
+    EXPECT_EQ(render_ok(t, m, true, "", vars({"enable_thinking=false"})), head + "<think>\n\n</think>\n\n");
+    EXPECT_EQ(render_ok(t, m, true, "", vars({"enable_thinking=true"})), head);
+    EXPECT_EQ(render_ok(t, m, true, "", vars({})), head);  // undefined: thinking on
+    // The string "false" (JSON-quoted) and 0 are not `false`: `is false` tests for the boolean.
+    EXPECT_EQ(render_ok(t, m, true, "", vars({"enable_thinking=\"false\""})), head);
+    EXPECT_EQ(render_ok(t, m, true, "", vars({"enable_thinking=0"})), head);
+  }
+  {
+    LOAD_TEMPLATE(t, "deepseek_v3");
+    // bos_token, then ns.system_prompt (the system contents, no marker), then '<｜User｜>' + content,
+    // then '<｜Assistant｜>' (add_generation_prompt and not ns.is_tool). enable_thinking is not used.
+    const std::string bos = "<\uFF5Cbegin\u2581of\u2581sentence\uFF5C>";
+    EXPECT_EQ(render_ok(t, {{"system", "Be brief."}, {"user", "Hi"}}, true, bos, vars({"enable_thinking=false"})),
+              bos + "Be brief.<\uFF5CUser\uFF5C>Hi<\uFF5CAssistant\uFF5C>");
+  }
+  {
+    LOAD_TEMPLATE(t, "llama3_1");
+    // Each message: '<|start_header_id|>' + role + '<|end_header_id|>\n\n' + (content | trim) +
+    // '<|eot_id|>', bos_token before the first; then the assistant header. A bos_token template
+    // variable replaces the tokenizer's (transformers passes **kwargs after the special tokens).
+    const std::string body =
+        "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+        "Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+    const std::vector<ChatMessage> m = {{"system", " Be brief.\n"}, {"user", "Hi"}};
+    EXPECT_EQ(render_ok(t, m, true, "<|begin_of_text|>", vars({"enable_thinking=false"})), "<|begin_of_text|>" + body);
+    EXPECT_EQ(render_ok(t, m, true, "<|begin_of_text|>", vars({"bos_token=<B>"})), "<B>" + body);
+  }
 }
 
 // What `generate --chat` does: render with the tokenizer's own template and BOS string, then
