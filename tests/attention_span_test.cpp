@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint.h"
 #include "export/exporter.h"
 #include "export/interpreter.h"
+#include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"
 #include "models/model_builder.h"
 #include "pte/inspect.h"
@@ -69,6 +70,13 @@ TEST_P(AttentionSpanFixture, DecodeUpToTheLastCachePositionMatchesReference) {
   const int64_t G = int64_t(test::as_longs(test::load_npy(dir() + "/greedy.npy")).size());
   const std::string pte = export_written(dir(), tag() + "-tight", backend(), T + G - 1);
   double decode = test::expect_decode_reproduces_greedy(dir(), pte, kernels::portable_registry(), kLogitsAtol);
+  RecordProperty("max_abs_step_logit_diff", test::diff_text(decode));
+}
+
+// The same program through the optimized kernels (what `hf2pte run/bench` use).
+TEST_P(AttentionSpanFixture, OptimizedKernelsDecodeReproducesGreedy) {
+  const std::string pte = export_written(dir(), tag() + "-opt", backend());
+  double decode = test::expect_decode_reproduces_greedy(dir(), pte, kernels::optimized_registry(), kLogitsAtol);
   RecordProperty("max_abs_step_logit_diff", test::diff_text(decode));
 }
 

@@ -21,6 +21,7 @@
 #include "export/memory_plan.h"
 #include "export/pipeline.h"
 #include "export/stages.h"
+#include "export/test/plan_check.h"
 #include "graph/shapes.h"
 #include "kernels/portable/kernels.h"
 #include "pte/pte_writer.h"
@@ -336,43 +337,6 @@ TEST(MaskedSelect, BroadcastRowsThroughThePipeline) {
   }
 }
 
-// An independent check of the emitted plan: lifetimes from the instructions,
-// bytes from the emitted (upper-bound) sizes; live tensors never share bytes.
-void expect_no_live_overlap(const fb::ExecutionPlanT& ep) {
-  struct Live { int begin = INT32_MAX, end = -1; uint64_t lo = 0, hi = 0; bool planned = false; };
-  std::vector<Live> live(ep.values.size());
-  const int n = int(ep.chains[0]->instructions.size());
-  for (size_t v = 0; v < ep.values.size(); ++v) {
-    const auto* t = ep.values[v]->val.AsTensor();
-    if (t == nullptr || !t->allocation_info) continue;
-    uint64_t bytes = element_size(ScalarType(int(t->scalar_type)));
-    for (auto s : t->sizes) bytes *= uint64_t(s);
-    const uint64_t off = (uint64_t(t->allocation_info->memory_offset_high) << 32) | t->allocation_info->memory_offset_low;
-    live[v] = {INT32_MAX, -1, off, off + bytes, true};
-  }
-  for (auto i : ep.inputs) live[size_t(i)].begin = -1;
-  for (auto o : ep.outputs) live[size_t(o)].end = n;
-  for (int i = 0; i < n; ++i) {
-    for (auto a : ep.chains[0]->instructions[size_t(i)]->instr_args.AsKernelCall()->args) {
-      live[size_t(a)].begin = std::min(live[size_t(a)].begin, i);
-      live[size_t(a)].end = std::max(live[size_t(a)].end, i);
-    }
-  }
-  int pairs = 0;
-  for (size_t a = 0; a < live.size(); ++a) {
-    for (size_t b = a + 1; b < live.size(); ++b) {
-      const auto &x = live[a], &y = live[b];
-      if (!x.planned || !y.planned || x.lo == x.hi || y.lo == y.hi) continue;
-      const bool same_time = x.begin <= y.end && y.begin <= x.end;
-      EXPECT_FALSE(same_time && x.lo < y.hi && y.lo < x.hi) << "values " << a << " and " << b << " overlap";
-      ++pairs;
-    }
-    if (live[a].planned) {
-      EXPECT_LE(live[a].hi, uint64_t(ep.non_const_buffer_sizes.at(1)));
-    }
-  }
-  EXPECT_GT(pairs, 0);
-}
 
 // The out of nonzero is planned at its bound: numel(self) rows of rank int64s.
 TEST(Nonzero, OutIsPlannedAtTheBoundAndNothingOverlaps) {
