@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint.h"
 #include "export/exporter.h"
 #include "export/interpreter.h"
+#include "export/rewrite.h"
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"
 #include "models/model_builder.h"
@@ -116,6 +117,13 @@ TEST(AttentionSpan, EmittedProgramComputesTheEndOncePerMethod) {
   EXPECT_EQ(written["aten::nonzero.out"], 1u);
   EXPECT_EQ(written["aten::amax.out"], full["aten::amax.out"] + 1);
   EXPECT_EQ(written["aten::slice_copy.Tensor_out"], full["aten::slice_copy.Tensor_out"] + 2 * 2 + 1);
+
+  // XNNPACK claims only static slices: the symbolic ones stay portable kernels.
+  ASSERT_TRUE(xnn::register_xnnpack_backend().is_ok());
+  auto xfull = op_calls(export_written(dir, "ops-xfull", exp::Backend::kXnnpack, std::nullopt, exp::AttentionSpan::kFull));
+  auto xwritten = op_calls(export_written(dir, "ops-xwritten", exp::Backend::kXnnpack));
+  EXPECT_EQ(xwritten["aten::nonzero.out"], 1u);
+  EXPECT_EQ(xwritten["aten::slice_copy.Tensor_out"], xfull["aten::slice_copy.Tensor_out"] + 2 * 2 + 1);
 }
 
 // The built graph, run by the reference interpreter: the K/V each layer's
@@ -182,6 +190,25 @@ TEST(AttentionSpan, AttentionInputsHaveTheWrittenWidth) {
   call({21}, 5);               // decode: end = 6
   call({3}, 6);
   call({4}, 63);               // the last cache position: end = max_seq_len
+}
+
+// The end's nonzero has no tensor consumer (only its size is used): dead-code
+// elimination must keep it, and still drop really dead nodes.
+TEST(AttentionSpan, DeadCodeEliminationKeepsTheNodeThatDefinesTheEnd) {
+  graph::Graph g("forward");
+  auto x = g.add_input("x", graph::TensorType{ScalarType::kFloat, {8, 4}, {}});
+  auto keep = g.add_input("keep", graph::TensorType{ScalarType::kBool, {8}, {}});
+  auto nz = g.add(OpId::NonzeroOut, {keep}, "count");
+  ASSERT_TRUE(nz.is_ok()) << nz.status().message();
+  const graph::SymInt u = g.type(*nz).sizes[0];
+  auto rows = g.add(OpId::SliceCopyTensorOut, {x, int64_t{0}, graph::SymInt(0), u}, "rows");
+  ASSERT_TRUE(rows.is_ok()) << rows.status().message();
+  ASSERT_TRUE(g.add(OpId::NegOut, {x}, "unused").is_ok());
+  g.set_outputs({*rows});
+  EXPECT_EQ(exp::eliminate_dead_nodes(g), 1);
+  ASSERT_EQ(g.nodes().size(), 2u);
+  EXPECT_EQ(g.nodes()[0].op, OpId::NonzeroOut);
+  EXPECT_EQ(g.nodes()[1].name, "rows");
 }
 
 TEST(AttentionSpan, ConfigRoundTripsAndRejectsUnknownSpans) {

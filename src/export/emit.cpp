@@ -79,7 +79,7 @@ class MethodEmitter {
       int dim = int_value(src.axis);
       int out = int_value(0);
       kernel_call(OpId::SymSizeInt, {t, dim, out});
-      sym_values_[name] = out;
+      sym_values_[SymInt::dim(name)] = out;
     }
     for (const auto& node : g_.nodes()) HF2PTE_RETURN_IF_ERROR(emit_node(node).with_context(fmt::format("node {}", node.name)));
     for (auto v : g_.outputs()) {
@@ -132,8 +132,7 @@ class MethodEmitter {
   /// (compound) symbolic expression, computed once with prim ops.
   Result<int> sym_value(const SymInt& s) {
     if (s.is_constant()) return int_value(s.constant_value());
-    auto key = s.str();
-    if (auto it = sym_values_.find(key); it != sym_values_.end()) return it->second;
+    if (auto it = sym_values_.find(s); it != sym_values_.end()) return it->second;
     OpId op;
     switch (s.kind()) {
       case SymInt::Kind::kAdd: op = OpId::PrimAddScalar; break;
@@ -141,13 +140,13 @@ class MethodEmitter {
       case SymInt::Kind::kMul: op = OpId::PrimMulScalar; break;
       case SymInt::Kind::kFloorDiv: op = OpId::PrimFloordivScalar; break;
       default:
-        return make_error(ErrorCode::kNotSupported, "symbolic size {} cannot be computed at runtime yet", key);
+        return make_error(ErrorCode::kNotSupported, "symbolic size {} cannot be computed at runtime yet", s.str());
     }
     HF2PTE_ASSIGN_OR_RETURN(int a, sym_value(s.lhs()));
     HF2PTE_ASSIGN_OR_RETURN(int b, sym_value(s.rhs()));
     int out = int_value(0);
     kernel_call(op, {a, b, out});
-    sym_values_[key] = out;
+    sym_values_[s] = out;
     return out;
   }
 
@@ -359,7 +358,7 @@ class MethodEmitter {
       ValueId r = node.outputs[0];
       if (g_.value(r).role == graph::ValueRole::kSymInt) {
         int out = int_value(0);
-        sym_values_[g_.value(r).sym.str()] = out;
+        sym_values_[g_.value(r).sym] = out;
         args.push_back(out);
       } else {
         HF2PTE_ASSIGN_OR_RETURN(int v, tensor_value(r));
@@ -375,12 +374,12 @@ class MethodEmitter {
     for (ValueId out : node.outputs) {
       const auto& sizes = g_.value(out).type.sizes;
       for (size_t d = 0; d < sizes.size(); ++d) {
-        if (sizes[d].kind() != SymInt::Kind::kUnbacked || sym_values_.count(sizes[d].str())) continue;
+        if (sizes[d].kind() != SymInt::Kind::kUnbacked || sym_values_.count(sizes[d])) continue;
         HF2PTE_ASSIGN_OR_RETURN(int t, tensor_value(out));
         int dim = int_value(int64_t(d));
         int value = int_value(0);
         kernel_call(OpId::SymSizeInt, {t, dim, value});
-        sym_values_[sizes[d].str()] = value;
+        sym_values_[sizes[d]] = value;
       }
     }
     return Status::ok();
@@ -393,7 +392,7 @@ class MethodEmitter {
   fb::ExecutionPlanT* ep_ = nullptr;
   fb::ChainT* chain_ = nullptr;
   std::unordered_map<ValueId, int> tensor_values_;
-  std::map<std::string, int> sym_values_;
+  std::unordered_map<SymInt, int, graph::SymIntHash> sym_values_;  ///< runtime Int value of each expression
   std::map<std::string, int> operators_;
 };
 

@@ -1,6 +1,8 @@
 #include "graph/sym_int.h"
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 
 namespace hf2pte::graph {
 
@@ -24,6 +26,10 @@ int64_t sat_mul(int64_t a, int64_t b) {
   return r;
 }
 
+size_t mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+
+std::atomic<uint64_t> g_printed_chars{0};
+
 const char* op_text(SymInt::Kind k) {
   switch (k) {
     case SymInt::Kind::kAdd: return " + ";
@@ -41,7 +47,7 @@ SymInt::SymInt(int64_t value) {
   auto n = std::make_shared<Node>();
   n->kind = Kind::kConst;
   n->value = value;
-  n->text = std::to_string(value);
+  n->hash = mix(size_t(Kind::kConst), std::hash<int64_t>{}(value));
   node_ = std::move(n);
 }
 
@@ -49,7 +55,7 @@ SymInt SymInt::dim(std::string name) {
   auto n = std::make_shared<Node>();
   n->kind = Kind::kDim;
   n->name = std::move(name);
-  n->text = n->name;
+  n->hash = mix(size_t(Kind::kDim), std::hash<std::string>{}(n->name));
   return SymInt(std::shared_ptr<const Node>(std::move(n)));
 }
 
@@ -58,7 +64,7 @@ SymInt SymInt::unbacked(std::string name, std::optional<int64_t> upper) {
   n->kind = Kind::kUnbacked;
   n->name = std::move(name);
   n->value = upper.value_or(DimRange::kUnbounded);
-  n->text = n->name;
+  n->hash = mix(size_t(Kind::kUnbacked), std::hash<std::string>{}(n->name));
   return SymInt(std::shared_ptr<const Node>(std::move(n)));
 }
 
@@ -107,16 +113,16 @@ SymInt SymInt::binary(Kind k, const SymInt& a, const SymInt& b) {
   if ((k == Kind::kMul || k == Kind::kAdd) && b.is_constant() && a.kind() == k && a.rhs().is_constant()) {
     return binary(k, a.lhs(), binary(k, a.rhs(), b));
   }
+  // (x + c1) - c2 -> x + (c1 - c2): an end sliced back by the offset it was built with.
+  if (k == Kind::kSub && b.is_constant() && a.kind() == Kind::kAdd && a.rhs().is_constant()) {
+    return binary(Kind::kAdd, a.lhs(), a.rhs().constant_value() - b.constant_value());
+  }
   if (k == Kind::kSub && a == b) return 0;
   auto n = std::make_shared<Node>();
   n->kind = k;
   n->lhs = std::make_shared<SymInt>(a);
   n->rhs = std::make_shared<SymInt>(b);
-  if (k == Kind::kMin || k == Kind::kMax) {
-    n->text = std::string(k == Kind::kMin ? "min(" : "max(") + a.str() + ", " + b.str() + ")";
-  } else {
-    n->text = "(" + a.str() + op_text(k) + b.str() + ")";
-  }
+  n->hash = mix(mix(size_t(k), a.hash()), b.hash());
   return SymInt(std::shared_ptr<const Node>(std::move(n)));
 }
 
@@ -137,7 +143,48 @@ SymInt sym_pow(const SymInt& a, int64_t n) {
   return out;
 }
 
-std::string SymInt::str() const { return node_->text; }
+void SymInt::print(std::string& out) const {
+  switch (kind()) {
+    case Kind::kConst: out += std::to_string(node_->value); return;
+    case Kind::kDim:
+    case Kind::kUnbacked: out += node_->name; return;
+    case Kind::kMin:
+    case Kind::kMax:
+      out += kind() == Kind::kMin ? "min(" : "max(";
+      lhs().print(out);
+      out += ", ";
+      rhs().print(out);
+      out += ")";
+      return;
+    default:
+      out += "(";
+      lhs().print(out);
+      out += op_text(kind());
+      rhs().print(out);
+      out += ")";
+      return;
+  }
+}
+
+std::string SymInt::str() const {
+  std::string out;
+  print(out);
+  g_printed_chars.fetch_add(out.size(), std::memory_order_relaxed);
+  return out;
+}
+
+uint64_t SymInt::printed_chars() { return g_printed_chars.load(std::memory_order_relaxed); }
+
+bool operator==(const SymInt& a, const SymInt& b) {
+  if (a.node_ == b.node_) return true;
+  if (a.node_->hash != b.node_->hash || a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case SymInt::Kind::kConst: return a.node_->value == b.node_->value;
+    case SymInt::Kind::kDim:
+    case SymInt::Kind::kUnbacked: return a.node_->name == b.node_->name;
+    default: return a.lhs() == b.lhs() && a.rhs() == b.rhs();
+  }
+}
 
 std::optional<int64_t> SymInt::evaluate(const std::map<std::string, int64_t>& env) const {
   switch (kind()) {

@@ -68,8 +68,15 @@ class SymInt {
   /// bound exists; the runtime then rejects a size above the planned capacity.
   int64_t planning_bound(const DimRanges& ranges) const;
   static constexpr int64_t kUnboundedPlanningFloor = 1024;
-  /// "seq", "(seq * 4)", "4": the canonical text, also used for equality.
+  /// "seq", "(seq * 4)", "4": the canonical text, built on demand (messages,
+  /// dumps). Nothing in the pipeline's passes prints: equality and hashing
+  /// are structural and O(1) per node, so no pass costs time proportional to
+  /// the printed size of an expression (the seed's item 32).
   std::string str() const;
+  /// Structural hash, computed once per node from its children's.
+  size_t hash() const { return node_->hash; }
+  /// Characters str() has produced in this process (a diagnostic for tests).
+  static uint64_t printed_chars();
 
   friend SymInt operator+(const SymInt& a, const SymInt& b);
   friend SymInt operator-(const SymInt& a, const SymInt& b);
@@ -82,7 +89,9 @@ class SymInt {
   /// a ** n for n >= 0 as a product chain (the seed's item 39: pow on sizes becomes
   /// executorch_prim::mul.Scalar instructions, so it runs wherever mul does).
   friend SymInt sym_pow(const SymInt& a, int64_t n);
-  friend bool operator==(const SymInt& a, const SymInt& b) { return a.str() == b.str(); }
+  /// Same tree: kinds, constants and names equal node by node (unbacked
+  /// symbols by name). Shared nodes compare in O(1).
+  friend bool operator==(const SymInt& a, const SymInt& b);
 
  private:
   struct Node {
@@ -90,11 +99,17 @@ class SymInt {
     int64_t value = 0;
     std::string name;
     std::shared_ptr<const SymInt> lhs, rhs;
-    std::string text;  // cached canonical form
+    size_t hash = 0;
   };
+  void print(std::string& out) const;
   explicit SymInt(std::shared_ptr<const Node> n) : node_(std::move(n)) {}
   static SymInt binary(Kind k, const SymInt& a, const SymInt& b);
   std::shared_ptr<const Node> node_;
+};
+
+/// For unordered containers keyed by expression.
+struct SymIntHash {
+  size_t operator()(const SymInt& s) const { return s.hash(); }
 };
 
 }  // namespace hf2pte::graph

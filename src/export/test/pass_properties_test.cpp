@@ -223,5 +223,36 @@ TEST(PassProperties, MutableBuffersAreNeverConstantAndConstantsKeepPlaceholderOr
   }
 }
 
+// The seed's item 32: no pass may spend time proportional to the printed size
+// of symbolic expressions. Ours do not print them at all: equality, hashing and
+// the emitter's memo are structural. A whole export with symbolic and
+// data-dependent sizes produces no expression text.
+TEST(PassProperties, NoPassPrintsSymbolicExpressions) {
+  // Control: the counter sees printing, and deep expressions build and compare
+  // without it (eager text would print O(depth^2) characters here).
+  const uint64_t c0 = SymInt::printed_chars();
+  SymInt a = SymInt::dim("seq"), b = SymInt::dim("seq");
+  for (int i = 0; i < 4000; ++i) a = a * 2 + SymInt::dim("n"), b = b * 2 + SymInt::dim("n");
+  EXPECT_TRUE(a == b);
+  EXPECT_FALSE(a == b + 1);
+  EXPECT_EQ(SymInt::printed_chars(), c0);
+  EXPECT_EQ(SymInt::dim("seq").str(), "seq");
+  EXPECT_EQ(SymInt::printed_chars(), c0 + 3);
+
+  for (Backend backend : {Backend::kPortable, Backend::kXnnpack}) {
+    SCOPED_TRACE(backend_name(backend));
+    ExportRequest req;
+    req.model_dir = std::string(HF2PTE_SOURCE_DIR) + "/tests/data/fixtures/llama-gqa";
+    req.output_path = (std::filesystem::temp_directory_path() / "hf2pte_pass_properties_print.pte").string();
+    req.config.backend = backend;
+    req.config.attention_span = AttentionSpan::kWritten;  // a data-dependent size in every layer
+    const uint64_t before = SymInt::printed_chars();
+    auto s = export_model(req);
+    ASSERT_TRUE(s.is_ok()) << s.status().message();
+    EXPECT_EQ(SymInt::printed_chars(), before) << "an export stage printed symbolic expressions";
+    std::filesystem::remove(req.output_path);
+  }
+}
+
 }  // namespace
 }  // namespace hf2pte::exp

@@ -14,6 +14,12 @@ TEST(SymInt, SimplifiesAndBounds) {
   EXPECT_EQ((s * 2 * 3).str(), "(seq * 6)");
   EXPECT_EQ((2 * s).str(), "(seq * 2)");
   EXPECT_EQ((s - s).str(), "0");
+  EXPECT_EQ(((s + 1) - 1).str(), "seq");  // an end sliced back by its own offset
+  EXPECT_EQ(((s + 3) - 1).str(), "(seq + 2)");
+  EXPECT_EQ(((s + 1) - 1).evaluate({{"seq", 9}}), 9);
+  EXPECT_TRUE((s * 2 + 1) == (SymInt::dim("seq") * 2 + 1));  // structural, not by identity
+  EXPECT_FALSE((s * 2 + 1) == (s * 2 + 2));
+  EXPECT_EQ((s * 2 + 1).hash(), (SymInt::dim("seq") * 2 + 1).hash());
   EXPECT_EQ((s * 4).upper_bound(r), 2048);
   EXPECT_EQ((s * 4).lower_bound(r), 4);
   EXPECT_EQ(ceildiv(s, 4).upper_bound(r), 128);
