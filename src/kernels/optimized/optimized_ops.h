@@ -54,4 +54,8 @@ namespace hf2pte::kernels {
 /// aten::mul.Scalar_out, contiguous float32 (else portable).
 Status mul_scalar_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
+/// slice_copy.Tensor_out, step 1, contiguous self and out: one memcpy per
+/// outer index (the K/V cache slices of --attention-span written).
+Status slice_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+
 }  // namespace hf2pte::kernels

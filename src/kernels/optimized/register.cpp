@@ -26,6 +26,7 @@ constexpr std::array kOptimizedKernels{
     OptimizedKernel{OpId::WhereSelfOut, where_self_out},
     OptimizedKernel{OpId::IndexPut_, index_put_},
     OptimizedKernel{OpId::MulScalarOut, mul_scalar_out},
+    OptimizedKernel{OpId::SliceCopyTensorOut, slice_copy_out},
 };
 
 }  // namespace

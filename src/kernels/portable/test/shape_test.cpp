@@ -88,6 +88,13 @@ TEST_P(ShapeTest, SliceCopy) {
   HF2PTE_EXPECT_OK(
       run("aten::slice_copy.Tensor_out", {x, a.i(0), a.none(), a.none(), a.i(1), out, out}));
   EXPECT_TRUE(tensor_matches<int64_t>(out, {2, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  // A middle dim (the K/V cache [kv, 0:end, head_dim]): outer and inner runs.
+  auto* c = a.tensor<float>({2, 3, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  auto* oc = a.out(kF32, {2, 3, 2});
+  HF2PTE_EXPECT_OK(run("aten::slice_copy.Tensor_out", {c, a.i(1), a.i(1), a.i(3), a.i(1), oc, oc}));
+  EXPECT_TRUE(tensor_matches<float>(oc, {2, 2, 2}, {2, 3, 4, 5, 8, 9, 10, 11}));
+  HF2PTE_EXPECT_OK(run("aten::slice_copy.Tensor_out", {c, a.i(-2), a.i(0), a.i(1), a.i(1), oc, oc}));
+  EXPECT_TRUE(tensor_matches<float>(oc, {2, 1, 2}, {0, 1, 6, 7}));
 }
 
 TEST_P(ShapeTest, SliceCopyErrors) {

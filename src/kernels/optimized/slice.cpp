@@ -1,0 +1,58 @@
+// slice_copy with step 1 of a contiguous tensor into a contiguous out: every
+// outer index is one contiguous run of len * inner elements, one memcpy each
+// (with --attention-span written, the per-layer K/V cache slices
+// [kv, 0:end, head_dim]). Anything else, and every error, is the portable
+// kernel's; the bounds are normalised exactly as there (torch's rule).
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/optimized/optimized_ops.h"
+#include "kernels/portable/kernels.h"
+
+namespace hf2pte::kernels {
+
+// [self, dim, start, end, step, out, ret]
+Status slice_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  auto opt_int = [](const rt::EValue* v) { return v != nullptr && (v->is_none() || v->is_int()); };
+  if (args.size() != 7 || !args[0]->is_tensor() || !args[5]->is_tensor() || !args[1]->is_int() || !args[4]->is_int() ||
+      args[4]->i != 1 || !opt_int(args[2]) || !opt_int(args[3])) {
+    return kernels::SliceCopyTensorOut(ctx, args);
+  }
+  const rt::Tensor& self = *args[0]->tensor;
+  rt::Tensor& out = *args[5]->tensor;
+  const int rank = self.dim();
+  int64_t dim = args[1]->i;
+  if (dim < 0) dim += rank;
+  if (rank == 0 || dim < 0 || dim >= rank || self.dtype() != out.dtype() || !self.is_contiguous() ||
+      self.raw_data() == nullptr) {
+    return kernels::SliceCopyTensorOut(ctx, args);
+  }
+  const int64_t size = self.size(int(dim));
+  int64_t start = args[2]->is_none() ? 0 : args[2]->i;
+  int64_t end = args[3]->is_none() ? std::numeric_limits<int64_t>::max() : args[3]->i;
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = start < 0 ? 0 : (start > size ? size : start);
+  end = end < start ? start : (end > size ? size : end);
+  const int64_t len = end - start;
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  shape[size_t(dim)] = len;
+  if (!out.resize(shape) || !out.is_contiguous()) return kernels::SliceCopyTensorOut(ctx, args);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= self.size(int(d));
+  for (int64_t d = dim + 1; d < rank; ++d) inner *= self.size(int(d));
+  const size_t elem = element_size(self.dtype());
+  const size_t run = size_t(len * inner) * elem;
+  if (run > 0) {
+    const auto* src = static_cast<const uint8_t*>(self.raw_data());
+    auto* dst = static_cast<uint8_t*>(out.raw_data());
+    for (int64_t o = 0; o < outer; ++o) {
+      std::memcpy(dst + size_t(o) * run, src + (size_t(o * size + start) * size_t(inner)) * elem, run);
+    }
+  }
+  if (args[6] != args[5]) *args[6] = *args[5];
+  return Status::ok();
+}
+
+}  // namespace hf2pte::kernels
