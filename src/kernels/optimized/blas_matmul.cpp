@@ -69,6 +69,14 @@ const char* gemm_engine() {
 
 namespace {
 
+/// Columns per task for an [M, K] x [K, N] block split: at least 64, and enough
+/// that a task does ~128K multiply-adds (smaller GEMMs, e.g. stories260K's
+/// prefill, run inline: waking a thread costs more than they take).
+int64_t gemm_column_grain(int64_t M, int64_t K) {
+  const int64_t per_column = std::max<int64_t>(M * K, 1);
+  return std::max<int64_t>(64, (131072 / per_column + 15) / 16 * 16);
+}
+
 /// Per-thread scratch that only grows (no zero fill, no allocation per call).
 float* thread_scratch_floats(size_t n) {
   thread_local std::unique_ptr<float[]> buf;
@@ -119,7 +127,7 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, cons
     gemv_split_k(N, K, alpha, A, B, beta, C, bias);
     return;
   }
-  parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
+  parallel_for(N, gemm_column_grain(M, K), [&](int64_t n0, int64_t n1) {
     float b = beta;
     if (bias != nullptr) {
       for (int64_t i = 0; i < M; ++i) std::copy(bias + n0, bias + n1, C + i * N + n0);
@@ -149,7 +157,7 @@ void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W
     });
     return;
   }
-  parallel_for(N, 64, [&](int64_t n0, int64_t n1) {
+  parallel_for(N, gemm_column_grain(M, K), [&](int64_t n0, int64_t n1) {
     for (int64_t i = 0; i < M; ++i) {
       if (bias != nullptr) std::copy(bias + n0, bias + n1, C + i * N + n0);
       else std::fill(C + i * N + n0, C + i * N + n1, 0.0f);
@@ -180,7 +188,8 @@ void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
     });
     return;
   }
-  parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
+  // Small batches (decode attention on narrow heads, e.g. head_dim 8) run inline.
+  parallel_for(batch, batch * M * K * N >= 65536 ? 1 : batch, [&](int64_t b0, int64_t b1) {
     for (int64_t i = b0; i < b1; ++i) {
       sgemm_1t(trans_b, M, N, K, 1.0f, A + i * M * K, K, B + i * K * N, trans_b ? K : N, 0.0f, C + i * M * N, N);
     }

@@ -84,7 +84,9 @@ void run_reduction(const ReducePlan& p, const rt::Tensor& self, rt::Tensor& out,
   for_each_offset<2>(std::span<const int64_t>(p.kept_sizes.data(), size_t(p.n_kept)),
                      std::array<DimArray, 2>{p.kept_out, p.kept_in}, [&](const std::array<int64_t, 2>& o) {
                        Acc acc = init;
-                       const X* base = in + o[1];
+                       // An empty input (a data-dependent size of 0) may have no storage:
+                       // no offset is applied to it, and the fold below runs zero times.
+                       const X* base = self.numel() == 0 ? in : in + o[1];
                        for_each_offset<1>(red_span, red_strides, [&](const std::array<int64_t, 1>& q) {
                          acc = fold(acc, load(base + q[0]));
                        });
