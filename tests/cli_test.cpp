@@ -108,6 +108,30 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// bench prints its rates and byte counts, and its peak RSS is the program's:
+// the bandwidth probe's 1 GiB buffer is measured before the program loads
+// and the peak mark is reset after it (a count including it is > 1024 MiB).
+TEST(Cli, BenchReportsRatesBytesAndTheProgramsPeakMemory) {
+  auto dir = test::temp_dir("t");
+  auto ex = run_cli("export " + test::repo_path("tests/data/fixtures/llama-mha") + " -o " + dir + "/m.pte --quiet", dir);
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  auto r = run_cli("bench " + dir + "/m.pte --prompt-len 4 --gen 4 --threads 1", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"first step", "prefill: 4 tokens", "decode:  4 tokens", "decode share of the bandwidth limit"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+  double mb = -1, rss = -1;
+  auto at = [&](const std::string& key) { auto p = r.out.find(key); return p == std::string::npos ? p : p + key.size(); };
+  ASSERT_NE(at("weights read per decode step: "), std::string::npos) << r.out;
+  ASSERT_NE(at("peak RSS: "), std::string::npos) << r.out;
+  mb = std::stod(r.out.substr(at("weights read per decode step: ")));
+  rss = std::stod(r.out.substr(at("peak RSS: ")));
+  EXPECT_GT(mb, 0.0);
+  EXPECT_LE(mb * 1e6, double(fs::file_size(dir + "/m.pte")));  // no weight counted twice
+  EXPECT_GT(rss, 1.0);
+  EXPECT_LT(rss, 512.0) << "the probe's buffer counted as the program's memory";
+}
+
 TEST(Cli, ExportIsByteReproducible) {
   auto dir = test::temp_dir("t");
   auto model = test::repo_path("tests/data/fixtures/llama-gqa-tied-bf16");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -19,6 +20,34 @@ namespace {
 
 double seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Resets the kernel's peak-RSS mark (VmHWM) of this process: Linux >= 4.0
+/// takes "5" in /proc/self/clear_refs. False where that is not possible.
+bool reset_peak_rss() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+/// Peak RSS in MiB: VmHWM since the last reset when that worked, else the
+/// whole process's peak (getrusage).
+double peak_rss_mib(bool since_reset) {
+  if (since_reset) {
+    if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+      char line[256];
+      long kib = -1;
+      while (std::fgets(line, sizeof line, f) != nullptr) {
+        if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+      }
+      std::fclose(f);
+      if (kib >= 0) return double(kib) / 1024.0;
+    }
+  }
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) / 1024.0;
 }
 
 }  // namespace
@@ -97,6 +126,12 @@ Result<uint64_t> weight_bytes_per_token(const std::string& pte_path) {
 Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOptions& o, const rt::KernelRegistry& kernels) {
   BenchResult r;
   r.threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  // The bandwidth is measured before and after the timed steps and the higher
+  // figure kept: the share of the limit is never flattered by a slow probe.
+  // The first probe runs before the program is loaded, and the peak-RSS mark
+  // is reset after it, so the peak reported is the program's, not the probe's.
+  double bandwidth = measure_read_bandwidth(r.threads);
+  const bool hwm_reset = reset_peak_rss();
   HF2PTE_ASSIGN_OR_RETURN(auto program, rt::Program::load(pte_path));
   HF2PTE_ASSIGN_OR_RETURN(auto method, program->load_method("forward", kernels));
   HF2PTE_ASSIGN_OR_RETURN(auto kv_buffers, rt::bind_zeroed_mutable_buffers(*method));  // unplanned KV caches
@@ -108,9 +143,6 @@ Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOption
   r.gen = int(std::min<int64_t>(o.gen, max_len - r.prompt_len));
   HF2PTE_CHECK_OR_RETURN(r.prompt_len >= 1 && r.gen >= 1, kInvalidArgument, "prompt length and generated tokens must be at least 1");
   auto step = [&](int64_t start, int64_t n) { return run_llm_step(*method, start, n); };
-  // The bandwidth is measured before and after the timed steps and the higher
-  // figure kept: the share of the limit is never flattered by a slow probe.
-  double bandwidth = measure_read_bandwidth(r.threads);
   // First step, untimed in the rates: it pages the mapped weights in and sizes
   // every buffer. The prefill then rewrites position 0 of the cache.
   auto tw = std::chrono::steady_clock::now();
@@ -125,11 +157,9 @@ Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOption
   r.prefill_tok_s = r.prompt_len / r.prefill_seconds;
   r.decode_tok_s = r.gen / r.decode_seconds;
   HF2PTE_ASSIGN_OR_RETURN(r.weight_bytes_per_token, weight_bytes_per_token(pte_path));
+  r.peak_rss_mib = peak_rss_mib(hwm_reset);
   r.bandwidth_gb_s = std::max(bandwidth, measure_read_bandwidth(r.threads));
   r.decode_bandwidth_share = double(r.weight_bytes_per_token) * r.decode_tok_s / (r.bandwidth_gb_s * 1e9);
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  r.peak_rss_mib = double(ru.ru_maxrss) / 1024.0;
   return r;
 }
 

@@ -25,7 +25,7 @@ struct BenchResult {
   uint64_t weight_bytes_per_token = 0;  ///< constants a decode step reads
   double bandwidth_gb_s = 0;            ///< measured read bandwidth, same threads (best before/after)
   double decode_bandwidth_share = 0;    ///< weight bytes/token * tok/s / bandwidth
-  double peak_rss_mib = 0;
+  double peak_rss_mib = 0;              ///< from loading the program to the end of decode (not the probe)
 };
 
 /// Streams a buffer larger than the caches with `threads` threads; best of 5 (GB/s).
