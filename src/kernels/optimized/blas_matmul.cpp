@@ -40,21 +40,29 @@ bool fast_path(const rt::EValue* v, int rank) {
 }
 
 /// One single-threaded row-major GEMM block, C = alpha A op(B) + beta C, run
-/// inside a pool task (the pool owns the threads). oneDNN's sgemm where the
-/// build found it (kernel_bench, same run: 1.0-1.13x OpenBLAS at the prefill
-/// shapes), else OpenBLAS's.
+/// inside a pool task (the pool owns the threads). oneDNN's sgemm for large
+/// blocks where the build found it (kernel_bench, same run: 1.0-1.13x
+/// OpenBLAS at the prefill shapes), else OpenBLAS's.
+/// Blocks below this many multiply-adds stay on OpenBLAS even with oneDNN:
+/// oneDNN's first sgemm in a process generates its kernels (~37 ms measured
+/// here), which a small model's whole prefill must not pay (stories260K's
+/// time to first token), while a large GEMM hides it.
+constexpr int64_t kDnnlMinMacs = int64_t(1) << 22;
+
 void sgemm_1t(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
               int64_t ldb, float beta, float* C, int64_t ldc) {
 #ifdef HF2PTE_HAVE_DNNL
-  // oneDNN threads with OpenMP: one thread per calling pool thread.
-  thread_local bool single = (omp_set_num_threads(1), true);
-  (void)single;
-  dnnl_sgemm('N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-#else
+  if (M * N * K >= kDnnlMinMacs) {
+    // oneDNN threads with OpenMP: one thread per calling pool thread.
+    thread_local bool single = (omp_set_num_threads(1), true);
+    (void)single;
+    dnnl_sgemm('N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+#endif
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), alpha, A,
               int(lda), B, int(ldb), beta, C, int(ldc));
-#endif
 }
 
 }  // namespace
