@@ -1,7 +1,5 @@
 #include "bench/bench.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/peak_memory.h"
 #include "ops/op_table.h"
 #include "pte/pte_file.h"
 #include "runtime/program.h"
@@ -20,34 +19,6 @@ namespace {
 
 double seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-/// Resets the kernel's peak-RSS mark (VmHWM) of this process: Linux >= 4.0
-/// takes "5" in /proc/self/clear_refs. False where that is not possible.
-bool reset_peak_rss() {
-  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (f == nullptr) return false;
-  const bool ok = std::fputs("5", f) >= 0;
-  return std::fclose(f) == 0 && ok;
-}
-
-/// Peak RSS in MiB: VmHWM since the last reset when that worked, else the
-/// whole process's peak (getrusage).
-double peak_rss_mib(bool since_reset) {
-  if (since_reset) {
-    if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
-      char line[256];
-      long kib = -1;
-      while (std::fgets(line, sizeof line, f) != nullptr) {
-        if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
-      }
-      std::fclose(f);
-      if (kib >= 0) return double(kib) / 1024.0;
-    }
-  }
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return double(ru.ru_maxrss) / 1024.0;
 }
 
 }  // namespace
@@ -131,7 +102,7 @@ Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOption
   // The first probe runs before the program is loaded, and the peak-RSS mark
   // is reset after it, so the peak reported is the program's, not the probe's.
   double bandwidth = measure_read_bandwidth(r.threads);
-  const bool hwm_reset = reset_peak_rss();
+  reset_peak_rss();
   HF2PTE_ASSIGN_OR_RETURN(auto program, rt::Program::load(pte_path));
   HF2PTE_ASSIGN_OR_RETURN(auto method, program->load_method("forward", kernels));
   HF2PTE_ASSIGN_OR_RETURN(auto kv_buffers, rt::bind_zeroed_mutable_buffers(*method));  // unplanned KV caches
@@ -157,7 +128,7 @@ Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOption
   r.prefill_tok_s = r.prompt_len / r.prefill_seconds;
   r.decode_tok_s = r.gen / r.decode_seconds;
   HF2PTE_ASSIGN_OR_RETURN(r.weight_bytes_per_token, weight_bytes_per_token(pte_path));
-  r.peak_rss_mib = peak_rss_mib(hwm_reset);
+  r.peak_rss_mib = peak_rss_mib();
   r.bandwidth_gb_s = std::max(bandwidth, measure_read_bandwidth(r.threads));
   r.decode_bandwidth_share = double(r.weight_bytes_per_token) * r.decode_tok_s / (r.bandwidth_gb_s * 1e9);
   return r;

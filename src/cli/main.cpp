@@ -2,7 +2,6 @@
 // thin layer over a library API; errors are printed as one line
 // "hf2pte: error: <what> (<where>)" with exit code 2 (bad input) or 1 (ours).
 #include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +17,7 @@
 
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "checkpoint/npy.h"
+#include "core/peak_memory.h"
 #include "kernels/optimized/kernels.h"
 #include "cli/commands.h"
 #include "export/exporter.h"
@@ -48,12 +48,6 @@ void install_interrupt_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-}
-
-double peak_rss_mib() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return double(ru.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
 }
 
 std::string human_bytes(double b) {

@@ -2,12 +2,13 @@
 // outer index is one contiguous run of len * inner elements, one memcpy each
 // (with --attention-span written, the per-layer K/V cache slices
 // [kv, 0:end, head_dim]). Anything else, and every error, is the portable
-// kernel's; the bounds are normalised exactly as there (torch's rule).
+// kernel's; the bounds come from the same slice_bounds (torch's rule).
 #include <cstring>
-#include <limits>
+#include <optional>
 #include <vector>
 
 #include "kernels/optimized/optimized_ops.h"
+#include "kernels/portable/kernel_util.h"
 #include "kernels/portable/kernels.h"
 
 namespace hf2pte::kernels {
@@ -29,12 +30,8 @@ Status slice_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
     return kernels::SliceCopyTensorOut(ctx, args);
   }
   const int64_t size = self.size(int(dim));
-  int64_t start = args[2]->is_none() ? 0 : args[2]->i;
-  int64_t end = args[3]->is_none() ? std::numeric_limits<int64_t>::max() : args[3]->i;
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  start = start < 0 ? 0 : (start > size ? size : start);
-  end = end < start ? start : (end > size ? size : end);
+  auto opt = [](const rt::EValue* v) { return v->is_none() ? std::nullopt : std::optional<int64_t>(v->i); };
+  const auto [start, end] = slice_bounds(opt(args[2]), opt(args[3]), size);
   const int64_t len = end - start;
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   shape[size_t(dim)] = len;

@@ -1,5 +1,7 @@
 #include "kernels/portable/kernel_util.h"
 
+#include <limits>
+
 #include <array>
 #include <mutex>
 
@@ -172,6 +174,16 @@ Status resize_out(rt::Tensor& out, std::span<const int64_t> sizes, OpId op) {
     return Status(st.code(), fmt::format("{}: out: {}", op_key(op), st.message()));
   }
   return validate_tensor(out, op, "out");
+}
+
+SliceBounds slice_bounds(std::optional<int64_t> start_arg, std::optional<int64_t> end_arg, int64_t size) {
+  int64_t start = start_arg.value_or(0);
+  int64_t end = end_arg.value_or(std::numeric_limits<int64_t>::max());
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = start < 0 ? 0 : (start > size ? size : start);
+  end = end < start ? start : (end > size ? size : end);
+  return {start, end};
 }
 
 Result<int64_t> normalize_dim(int64_t dim, int64_t rank, OpId op) {

@@ -98,6 +98,14 @@ Status resize_out(rt::Tensor& out, std::span<const int64_t> sizes, OpId op);
 /// Normalises a possibly negative `dim` against `rank` (0-dim tensors accept -1 and 0, as in ATen).
 Result<int64_t> normalize_dim(int64_t dim, int64_t rank, OpId op);
 
+/// torch's slice bounds on a dim of `size`: negatives wrap once, then both are
+/// clamped into [0, size] with end >= start (out of range gives an empty slice,
+/// not an error). None is 0 / to the end.
+struct SliceBounds {
+  int64_t start, end;
+};
+SliceBounds slice_bounds(std::optional<int64_t> start, std::optional<int64_t> end, int64_t size);
+
 /// numpy-style broadcast of the given shapes; errors name all shapes.
 Status broadcast_shapes(std::span<const std::span<const int64_t>> shapes, OpId op,
                         std::vector<int64_t>* out);

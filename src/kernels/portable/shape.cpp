@@ -167,15 +167,7 @@ Status SliceCopyTensorOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_CHECK_OR_RETURN(step > 0, kInvalidArgument, "{}: slice step must be positive; got {}",
                          op_key(op), step);
   HF2PTE_ASSIGN_OR_RETURN(int64_t dim, normalize_dim(dim_arg, self->dim(), op));
-  // torch's normalisation: wrap negatives once, then clamp into [0, size]
-  // with end >= start (so out-of-range bounds give an empty slice, not an error).
-  const int64_t size = self->size(int(dim));
-  int64_t start = start_arg.value_or(0);
-  int64_t end = end_arg.value_or(std::numeric_limits<int64_t>::max());
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  start = start < 0 ? 0 : (start > size ? size : start);
-  end = end < start ? start : (end > size ? size : end);
+  const auto [start, end] = slice_bounds(start_arg, end_arg, self->size(int(dim)));
   const int64_t len = (end - start + step - 1) / step;
 
   std::vector<int64_t> shape(self->sizes().begin(), self->sizes().end());
