@@ -7,11 +7,32 @@
 #include <memory>
 #include <vector>
 
+#include "backends/xnnpack/xnn_graph.h"
 #include "kernels/portable/kernels.h"
 #include "ops/op_table.h"
 #include "runtime/program.h"
 
 namespace hf2pte::bench {
+
+namespace {
+
+/// XNNPACK delegate nodes, timed by kind ("xnn:XNNFullyConnected").
+class XnnNodeTimes final : public xnn::NodeTimeSink {
+ public:
+  void add(const std::string& kind, double seconds) override {
+    for (auto& t : times) {
+      if (t.key.size() == kind.size() + 4 && t.key.compare(4, std::string::npos, kind) == 0) {
+        t.calls += 1;
+        t.seconds += seconds;
+        return;
+      }
+    }
+    times.push_back(OpTime{"xnn:" + kind, 1, seconds});
+  }
+  std::vector<OpTime> times;
+};
+
+}  // namespace
 
 Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, int gen, const rt::KernelRegistry& kernels) {
   // One timer slot per kernel op; the wrapped registry forwards to `kernels`.
@@ -45,10 +66,17 @@ Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, in
   auto step = [&](int64_t start, int64_t n) { return run_llm_step(*method, start, n); };
   HF2PTE_RETURN_IF_ERROR(step(0, prompt_len));
   *on = true;
+  XnnNodeTimes node_times;
+  xnn::set_node_time_sink(&node_times);
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < gen; ++i) HF2PTE_RETURN_IF_ERROR(step(prompt_len + i, 1));
+  Status decoded = Status::ok();
+  for (int i = 0; i < gen && decoded; ++i) decoded = step(prompt_len + i, 1);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  xnn::set_node_time_sink(nullptr);
+  HF2PTE_RETURN_IF_ERROR(decoded);
   OpProfile p;
-  p.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  p.total_seconds = seconds;
+  times->insert(times->end(), node_times.times.begin(), node_times.times.end());
   p.steps = gen;
   for (auto& t : *times) {
     if (t.calls > 0) p.ops.push_back(t);

@@ -180,4 +180,14 @@ class OutputBinder {
 };
 Status run_graph(XnnGraph& g, OutputBinder& binder);
 
+/// Optional per-node timing for hf2pte_profile: while a sink is installed,
+/// run_graph reports every node's wall time under its kind ("XNNAdd").
+/// Install it before graphs run and remove it (nullptr) after.
+class NodeTimeSink {
+ public:
+  virtual ~NodeTimeSink() = default;
+  virtual void add(const std::string& node_kind, double seconds) = 0;
+};
+void set_node_time_sink(NodeTimeSink* sink);
+
 }  // namespace hf2pte::xnn

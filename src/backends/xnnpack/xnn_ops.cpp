@@ -5,6 +5,8 @@
 // static-quant fully-connected path accumulates in int32 as XNNPACK does.
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -18,6 +20,8 @@ namespace hf2pte::xnn {
 namespace {
 
 using Shape = std::vector<int64_t>;
+
+std::atomic<NodeTimeSink*> g_node_time_sink{nullptr};
 
 /// Largest buffer an internal value may need. Shapes derive from hostile
 /// new_shape / padding fields, so this bounds what a payload can allocate.
@@ -112,9 +116,14 @@ class Runner {
       const XValue& v = g_.values[i];
       ready_[i] = v.is_constant || v.is_input;
     }
+    NodeTimeSink* sink = g_node_time_sink.load(std::memory_order_relaxed);
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const XNode& n = g_.nodes[i];
+      const auto t0 = sink != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       Status st = std::visit([&](const auto& p) { return exec(n, p); }, n.params);
+      if (sink != nullptr) {
+        sink->add(n.name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
       if (!st) return st.with_context(fmt::format("xnode {} {}, debug_handle {}", i, n.name, n.debug_handle));
       for (uint32_t dead : g_.release_after[i]) arena_.release(std::exchange(held_[dead], ScratchSpan{}));
     }
@@ -711,5 +720,7 @@ Status Runner::exec(const XNode&, const PadParams& p) {
 }  // namespace
 
 Status run_graph(XnnGraph& g, OutputBinder& binder) { return Runner(g, binder).run(); }
+
+void set_node_time_sink(NodeTimeSink* sink) { g_node_time_sink.store(sink); }
 
 }  // namespace hf2pte::xnn

@@ -149,6 +149,9 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, cons
 constexpr int64_t kGemvRows = 8;
 /// ... when K and N are at least this (narrow heads, e.g. head_dim 8, stay sgemm).
 constexpr int64_t kGemvMinDim = 32;
+/// Rows per batch up to which narrow heads (is_narrow_head) take the SIMD
+/// narrow loops; longer prefills stay sgemm.
+constexpr int64_t kNarrowRows = 16;
 
 void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias) {
   if (M * N == 0) return;
@@ -177,16 +180,23 @@ void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W
 void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
                       float* C) {
   if (M * N == 0) return;
-  if (M == 1 || (M <= kGemvRows && std::min(K, N) >= kGemvMinDim)) {
+  const SimdKernels& k = simd();
+  // Narrow heads (head_dim 8 or 16): q . K^T reduces 16 keys at once and
+  // p . V accumulates two keys per vector, instead of dot products of 8.
+  const bool narrow = M <= kNarrowRows && (trans_b ? is_narrow_head(K) : is_narrow_head(N));
+  if (narrow || M == 1 || (M <= kGemvRows && std::min(K, N) >= kGemvMinDim)) {
     // Decode attention (M = 1, or the query heads of a GQA group): one SIMD
-    // GEMV per row beats sgemm's packing at these sizes.
-    const SimdKernels& k = simd();
+    // loop per row beats sgemm's packing at these sizes.
     parallel_for(batch, batch * M * K * N >= 65536 ? 1 : batch, [&](int64_t b0, int64_t b1) {
       for (int64_t i = b0; i < b1; ++i) {
         for (int64_t r = 0; r < M; ++r) {
           const float* a = A + (i * M + r) * K;
           float* c = C + (i * M + r) * N;
-          if (trans_b) {
+          if (narrow && trans_b) {
+            k.dot_rows_narrow(a, B + i * N * K, c, K, N);
+          } else if (narrow) {
+            k.axpy_rows_narrow(a, B + i * K * N, c, K, N);
+          } else if (trans_b) {
             k.gemv_t(a, B + i * N * K, c, K, K, 0, N);
           } else {
             k.gemv(a, B + i * K * N, nullptr, c, K, N, 0, N);
@@ -196,7 +206,7 @@ void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
     });
     return;
   }
-  // Small batches (decode attention on narrow heads, e.g. head_dim 8) run inline.
+  // Other small batches run inline.
   parallel_for(batch, batch * M * K * N >= 65536 ? 1 : batch, [&](int64_t b0, int64_t b1) {
     for (int64_t i = b0; i < b1; ++i) {
       sgemm_1t(trans_b, M, N, K, 1.0f, A + i * M * K, K, B + i * K * N, trans_b ? K : N, 0.0f, C + i * M * N, N);

@@ -36,9 +36,25 @@ void softmax_row(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= inv;
 }
 
+bool dot_rows_narrow(const float* a, const float* b, float* c, int64_t d, int64_t n) {
+  if (!is_narrow_head(d)) return false;
+  gemv_t(a, b, c, d, d, 0, n);
+  return true;
+}
+
+bool axpy_rows_narrow(const float* a, const float* b, float* c, int64_t k, int64_t d) {
+  if (!is_narrow_head(d)) return false;
+  gemv(a, b, nullptr, c, k, d, 0, d);
+  return true;
+}
+
+void select_row(const bool* c, const float* s, float o, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = c[i] ? s[i] : o;
+}
+
 }  // namespace
 
-const SimdKernels kKernels{"generic", gemv, gemv_t, softmax_row};
+const SimdKernels kKernels{"generic", gemv, gemv_t, softmax_row, dot_rows_narrow, axpy_rows_narrow, select_row};
 }  // namespace generic
 
 const SimdKernels& simd() {

@@ -18,7 +18,17 @@ struct SimdKernels {
   void (*gemv_t)(const float* x, const float* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1);
   /// In-place softmax of one contiguous row of n floats.
   void (*softmax_row)(const float* x, float* y, int64_t n);
+  /// Narrow attention heads (head_dim d of 8 or 16, decode's q . K^T):
+  /// c[j] = sum_t a[t] * b[j * d + t] for j < n. False for other d.
+  bool (*dot_rows_narrow)(const float* a, const float* b, float* c, int64_t d, int64_t n);
+  /// ... and p . V: c[t] = sum_j a[j] * b[j * d + t] for t < d, j < k. False for other d.
+  bool (*axpy_rows_narrow)(const float* a, const float* b, float* c, int64_t k, int64_t d);
+  /// y[i] = c[i] ? s[i] : o for i < n (the attention mask's where).
+  void (*select_row)(const bool* c, const float* s, float o, float* y, int64_t n);
 };
+
+/// Head dims the narrow attention loops take.
+inline bool is_narrow_head(int64_t d) { return d == 8 || d == 16; }
 
 namespace generic {
 extern const SimdKernels kKernels;

@@ -5,9 +5,11 @@
 #include <cstring>
 
 #include "kernels/optimized/optimized_ops.h"
+#include "kernels/optimized/simd_kernels.h"
 #include "kernels/portable/kernels.h"
 
 namespace hf2pte::kernels {
+
 
 // [condition, self, other, out, ret]
 Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
@@ -34,9 +36,8 @@ Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   const float* s = self.data<float>();
   const float o = *other.data<float>();
   float* y = out.data<float>();
-  for (int64_t b = 0; b < outer; ++b) {
-    for (int64_t i = 0; i < inner; ++i) y[b * inner + i] = c[i] ? s[b * inner + i] : o;
-  }
+  const SimdKernels& simd_k = simd();
+  for (int64_t b = 0; b < outer; ++b) simd_k.select_row(c, s + b * inner, o, y + b * inner, inner);
   if (args[4] != args[3]) *args[4] = *args[3];
   return Status::ok();
 }

@@ -156,9 +156,117 @@ void softmax_row(const float* x, float* y, int64_t n) {
   }
 }
 
+/// Sums each 8-lane half of v[0..7] (v[i] holds rows 2i and 2i+1 of a
+/// 16-row block): the 16 row sums, in row order. Three rounds of lane
+/// shuffles halve the partials per row; the last leaves row 4m+k at lane
+/// 4k+m, which one permute puts back.
+inline __m512 reduce_halves16(__m512 v0, __m512 v1, __m512 v2, __m512 v3, __m512 v4, __m512 v5, __m512 v6,
+                              __m512 v7) {
+  // 128-bit lane j of fold4(p, q) = 4 partials of row j of the 4 rows in p, q.
+  auto fold4 = [](__m512 p, __m512 q) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(p, q, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(p, q, _MM_SHUFFLE(3, 1, 3, 1)));
+  };
+  const __m512 w0 = fold4(v0, v1), w1 = fold4(v2, v3), w2 = fold4(v4, v5), w3 = fold4(v6, v7);
+  // Lane k of fold2(p, q): 2 partials of row k of p, then of row k of q.
+  auto fold2 = [](__m512 p, __m512 q) {
+    return _mm512_add_ps(_mm512_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
+  };
+  const __m512 x0 = fold2(w0, w1), x1 = fold2(w2, w3);
+  const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(x0, x1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(x0, x1, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, s);
+}
+
+/// Mask of the first `n` lanes, n clamped to [0, 16].
+inline __mmask16 lanes(int64_t n) { return n <= 0 ? __mmask16(0) : tail_mask(n); }
+
+/// Rows `2i` and `2i+1` of a 16-row block of b times a, as one vector of two
+/// 8-lane halves (D = 8: one load; D = 16: the two rows folded to 8 partials).
+/// `left` = floats of the block that exist.
+template <int D>
+inline __m512 row_pair(__m512 av, const float* blk, int i, int64_t left) {
+  if constexpr (D == 8) {
+    return _mm512_mul_ps(av, _mm512_maskz_loadu_ps(lanes(left - 16 * i), blk + 16 * i));
+  } else {
+    const __m512 p = _mm512_mul_ps(av, _mm512_maskz_loadu_ps(lanes(left - 32 * i), blk + 32 * i));
+    const __m512 q = _mm512_mul_ps(av, _mm512_maskz_loadu_ps(lanes(left - 32 * i - 16), blk + 32 * i + 16));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(p, q, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+}
+
+// q . K^T for head_dim 8 or 16: 16 keys per block, each multiplied by a (a
+// twice over for D = 8, two keys per vector), then reduced together.
+template <int D>
+void dot_rows_narrow_d(const float* a, const float* b, float* c, int64_t n) {
+  __m512 av = _mm512_maskz_loadu_ps(lanes(D), a);
+  if constexpr (D == 8) av = _mm512_shuffle_f32x4(av, av, _MM_SHUFFLE(1, 0, 1, 0));
+  for (int64_t j = 0; j < n; j += 16) {
+    const float* blk = b + j * D;
+    const int64_t left = std::min<int64_t>(16, n - j) * D;
+    const __m512 s = reduce_halves16(row_pair<D>(av, blk, 0, left), row_pair<D>(av, blk, 1, left),
+                                     row_pair<D>(av, blk, 2, left), row_pair<D>(av, blk, 3, left),
+                                     row_pair<D>(av, blk, 4, left), row_pair<D>(av, blk, 5, left),
+                                     row_pair<D>(av, blk, 6, left), row_pair<D>(av, blk, 7, left));
+    _mm512_mask_storeu_ps(c + j, lanes(n - j), s);
+  }
+}
+
+bool dot_rows_narrow(const float* a, const float* b, float* c, int64_t d, int64_t n) {
+  if (d == 8) dot_rows_narrow_d<8>(a, b, c, n);
+  else if (d == 16) dot_rows_narrow_d<16>(a, b, c, n);
+  else return false;
+  return true;
+}
+
+// p . V for head_dim 8 or 16: four accumulators over the rows of b (two rows
+// per vector for D = 8), folded at the end.
+template <int D>
+void axpy_rows_narrow_d(const float* a, const float* b, float* c, int64_t k) {
+  constexpr int64_t kPerVec = 16 / D;  // rows of b per vector
+  auto coef = [&](int64_t j) {  // a[j] over row j's lanes (and a[j + 1] over the next row's, D = 8)
+    if constexpr (D == 8) return _mm512_mask_mov_ps(_mm512_set1_ps(a[j]), 0xFF00, _mm512_set1_ps(a[j + 1]));
+    else return _mm512_set1_ps(a[j]);
+  };
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  int64_t j = 0;
+  for (; j + 4 * kPerVec <= k; j += 4 * kPerVec) {
+    acc0 = _mm512_fmadd_ps(coef(j), _mm512_loadu_ps(b + j * D), acc0);
+    acc1 = _mm512_fmadd_ps(coef(j + kPerVec), _mm512_loadu_ps(b + (j + kPerVec) * D), acc1);
+    acc2 = _mm512_fmadd_ps(coef(j + 2 * kPerVec), _mm512_loadu_ps(b + (j + 2 * kPerVec) * D), acc2);
+    acc3 = _mm512_fmadd_ps(coef(j + 3 * kPerVec), _mm512_loadu_ps(b + (j + 3 * kPerVec) * D), acc3);
+  }
+  for (; j < k; ++j) {  // single rows: the first D lanes
+    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(a[j]), _mm512_maskz_loadu_ps(lanes(D), b + j * D), acc0);
+  }
+  __m512 s = _mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3));
+  if constexpr (D == 8) s = _mm512_add_ps(s, _mm512_shuffle_f32x4(s, s, _MM_SHUFFLE(1, 0, 3, 2)));
+  _mm512_mask_storeu_ps(c, lanes(D), s);
+}
+
+bool axpy_rows_narrow(const float* a, const float* b, float* c, int64_t k, int64_t d) {
+  if (d == 8) axpy_rows_narrow_d<8>(a, b, c, k);
+  else if (d == 16) axpy_rows_narrow_d<16>(a, b, c, k);
+  else return false;
+  return true;
+}
+
+// 16 conditions per step: nonzero bytes become a lane mask for the blend.
+void select_row(const bool* c, const float* s, float o, float* y, int64_t n) {
+  const __m512 ov = _mm512_set1_ps(o);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m128i bytes = _mm_maskz_loadu_epi8(m, c + i);
+    const __mmask16 take = _mm_test_epi8_mask(bytes, bytes);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mask_blend_ps(take, ov, _mm512_maskz_loadu_ps(m, s + i)));
+  }
+}
+
 }  // namespace
 
-const SimdKernels kKernels{"avx512", gemv, gemv_t, softmax_row};
+const SimdKernels kKernels{"avx512", gemv, gemv_t, softmax_row, dot_rows_narrow, axpy_rows_narrow, select_row};
 }  // namespace avx512
 
 }  // namespace hf2pte::kernels

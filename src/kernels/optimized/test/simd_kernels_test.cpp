@@ -86,5 +86,64 @@ TEST(SimdKernels, SoftmaxRowMatchesReference) {
   }
 }
 
+// Key counts hit every tail of the 16-key blocks (and the 8-key steps of p . V).
+constexpr int64_t kNarrowKeys[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 100, 512};
+
+TEST(SimdKernels, NarrowHeadDotsMatchReference) {
+  for (const auto* k : tables()) {
+    for (int64_t d : {8, 16}) {
+      for (int64_t n : kNarrowKeys) {
+        auto a = random(size_t(d), 7), b = random(size_t(n * d), 8);
+        std::vector<float> c(size_t(n) + 1, 42.0f);
+        ASSERT_TRUE(k->dot_rows_narrow(a.data(), b.data(), c.data(), d, n)) << k->isa;
+        for (int64_t j = 0; j < n; ++j) {
+          double ref = 0;
+          for (int64_t t = 0; t < d; ++t) ref += double(a[size_t(t)]) * b[size_t(j * d + t)];
+          ASSERT_NEAR(c[size_t(j)], ref, 1e-5 * d) << k->isa << " d=" << d << " n=" << n << " j=" << j;
+        }
+        ASSERT_EQ(c[size_t(n)], 42.0f) << k->isa << " wrote past n=" << n;
+      }
+    }
+    float c = 0;
+    EXPECT_FALSE(k->dot_rows_narrow(&c, &c, &c, 12, 1)) << k->isa << ": only head_dim 8 and 16";
+  }
+}
+
+TEST(SimdKernels, NarrowHeadWeightedSumsMatchReference) {
+  for (const auto* k : tables()) {
+    for (int64_t d : {8, 16}) {
+      for (int64_t rows : kNarrowKeys) {
+        auto a = random(size_t(rows), 9), b = random(size_t(rows * d), 10);
+        std::vector<float> c(size_t(d) + 1, 42.0f);
+        ASSERT_TRUE(k->axpy_rows_narrow(a.data(), b.data(), c.data(), rows, d)) << k->isa;
+        for (int64_t t = 0; t < d; ++t) {
+          double ref = 0;
+          for (int64_t j = 0; j < rows; ++j) ref += double(a[size_t(j)]) * b[size_t(j * d + t)];
+          ASSERT_NEAR(c[size_t(t)], ref, 1e-5 * (1 + rows)) << k->isa << " d=" << d << " rows=" << rows << " t=" << t;
+        }
+        ASSERT_EQ(c[size_t(d)], 42.0f) << k->isa << " wrote past d=" << d;
+      }
+    }
+    float c = 0;
+    EXPECT_FALSE(k->axpy_rows_narrow(&c, &c, &c, 1, 32)) << k->isa << ": only head_dim 8 and 16";
+  }
+}
+
+TEST(SimdKernels, SelectRowTakesSelfWhereTheConditionHolds) {
+  for (const auto* k : tables()) {
+    for (int64_t n : {1, 15, 16, 17, 100}) {
+      auto s = random(size_t(n), 11);
+      std::vector<uint8_t> bytes(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) bytes[size_t(i)] = (i * 7) % 3 == 0;
+      std::vector<float> y(size_t(n) + 1, 42.0f);
+      k->select_row(reinterpret_cast<const bool*>(bytes.data()), s.data(), -INFINITY, y.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(y[size_t(i)], bytes[size_t(i)] ? s[size_t(i)] : -INFINITY) << k->isa << " n=" << n << " i=" << i;
+      }
+      ASSERT_EQ(y[size_t(n)], 42.0f) << k->isa << " wrote past n=" << n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hf2pte::kernels
