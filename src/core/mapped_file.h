@@ -28,8 +28,11 @@ class MappedFile {
   /// Tells the kernel we are done with [data, data+size) of some read-only file
   /// mapping: its pages leave our resident set (they stay in the page cache), so
   /// streaming a large checkpoint keeps peak RSS small. Only whole pages inside
-  /// the range are released. Harmless on memory that is not a file mapping.
+  /// the range are released. Only for file mappings: on anonymous memory
+  /// (from_bytes) it would zero the pages; callers check is_mapped().
   static void release_pages(const void* data, size_t size);
+  /// True when the bytes are a file mapping (open), false for from_bytes.
+  bool is_mapped() const { return mapped_; }
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }

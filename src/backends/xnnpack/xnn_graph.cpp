@@ -9,6 +9,7 @@
 
 #include "backends/xnnpack/xnn_graph.h"
 #include "backends/xnnpack/xnn_payload.h"
+#include "kernels/optimized/gemm.h"
 #include "core/scalar_type.h"
 #include "pte/pte_file.h"
 
@@ -492,8 +493,8 @@ float int4_as_float(const XValue& w, int64_t r, int64_t c) {
   return float(q) * w.scale_of(w.channel_dim == 0 ? r : c);
 }
 
-/// Dequantizes a filter once into p.weights as [k, n] float, the layout
-/// gemm_f32 streams, whatever the serialized layout.
+/// Dequantizes a filter once into p.weights as [n, k] float, the layout
+/// gemm_f32_nt streams, whatever the serialized layout.
 void pack_float_filter(FullyConnectedParams& p, const XValue& w, bool transposed) {
   p.weights.resize(size_t(p.n * p.k));
   for (int64_t r = 0; r < w.dims[0]; ++r) {
@@ -501,13 +502,16 @@ void pack_float_filter(FullyConnectedParams& p, const XValue& w, bool transposed
       // Per-channel scales run along channel_dim of the serialized layout.
       const float f = is_int4(w.dtype) ? int4_as_float(w, r, c)
                                        : const_as_float(w, size_t(r * w.dims[1] + c), w.channel_dim == 0 ? r : c);
-      p.weights[size_t(transposed ? r * p.n + c : c * p.n + r)] = f;
+      p.weights[size_t(transposed ? c * p.k + r : r * p.k + c)] = f;
     }
   }
 }
 
-// The filter once: fp32 read in place, weight-only quantized filters
-// dequantized to float [k, n], int8 (static quantization) repacked [n, k].
+// The filter once, as [n, k] (decode's GEMV then reads each output's weights
+// as one sequential row): fp32 [n, k] read in place, fp32 [k, n] (the
+// transposed flag) transposed into p.weights and its pages in the file given
+// back, weight-only quantized filters dequantized, int8 (static quantization)
+// repacked.
 Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
   FullyConnectedParams p;
   HF2PTE_ASSIGN_OR_RETURN(p.input, resolve(t->input1_id(), "input1_id"));
@@ -538,9 +542,15 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
     HF2PTE_CHECK_OR_RETURN(w.dtype != XDtype::kQUInt8 && w.dtype != XDtype::kInt32 && w.dtype != XDtype::kQInt32 &&
                                w.dtype != XDtype::kQCInt32,
                            kNotSupported, "filter datatype {} with fp32 input", xdtype_name(w.dtype));
-    if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32) {
-      // Read in place in either serialized layout: no copy of the weights.
-      (transposed ? p.weights_kn : p.weights_nk) = static_cast<const float*>(w.cptr);
+    if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32 && !transposed) {
+      p.weights_nk = static_cast<const float*>(w.cptr);  // read in place: no copy
+    } else if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32) {
+      p.weights.resize(size_t(p.n * p.k));
+      const int64_t in_shape[2] = {p.k, p.n}, perm[2] = {1, 0};
+      if (!kernels::permute_4byte(w.cptr, p.weights.data(), in_shape, perm)) pack_float_filter(p, w, transposed);
+      if (w.constant.empty() && file_ != nullptr) {
+        file_->release_pages({static_cast<const uint8_t*>(w.cptr), size_t(p.n * p.k) * sizeof(float)});
+      }
     } else {
       pack_float_filter(p, w, transposed);
     }

@@ -98,17 +98,17 @@ struct BinaryParams {
   BinaryKind kind;
   uint32_t input1, input2, output;
 };
-/// y = x·Wᵀ + b. The filter is packed at init into `weights` [n, k] as float
-/// (fp32 / weight-only quant) or kept as int8 for the static-quant path.
+/// y = x·Wᵀ + b. The filter is held as [n, k] float (fp32, read in place when
+/// serialized that way, else packed at init; weight-only quant dequantized)
+/// or as int8 for the static-quant path.
 struct FullyConnectedParams {
   uint32_t input, filter, bias, output;
   int64_t n = 0, k = 0;
   bool quantized = false;        ///< qint8 input/output: integer accumulation
-  std::vector<float> weights;    ///< [k, n] (packed for gemm_f32), float path, when not read in place
-  /// fp32 filters read in place from the program (no copy): exactly one is set
-  /// when `weights` is empty on the float path.
-  const float* weights_kn = nullptr;  ///< serialized [k, n] (transposed flag)
-  const float* weights_nk = nullptr;  ///< serialized [n, k] (XNNPACK's default layout)
+  std::vector<float> weights;    ///< [n, k] packed at init, float path, when not read in place
+  /// An fp32 [n, k] filter (XNNPACK's default layout) read in place from the
+  /// program (no copy); set exactly when `weights` is empty on the float path.
+  const float* weights_nk = nullptr;
   std::vector<float> bias_f;     ///< [n] or empty, float path
   std::vector<int8_t> weights_q;  ///< [n, k], quantized path
   std::vector<int32_t> bias_q;    ///< [n] or empty, quantized path

@@ -471,12 +471,7 @@ Status Runner::exec(const XNode& n, const FullyConnectedParams& p) {
     } else {
       const float* in = static_cast<const float*>(x->data);
       const float* bias = p.bias_f.empty() ? nullptr : p.bias_f.data();
-      if (p.weights_nk != nullptr) {
-        kernels::gemm_f32_nt(rows, p.n, p.k, in, p.weights_nk, outp, bias);
-      } else {
-        kernels::gemm_f32(rows, p.n, p.k, 1.0f, in, p.weights_kn != nullptr ? p.weights_kn : p.weights.data(), 0.0f,
-                          outp, bias);
-      }
+      kernels::gemm_f32_nt(rows, p.n, p.k, in, p.weights_nk != nullptr ? p.weights_nk : p.weights.data(), outp, bias);
     }
     if (std::isfinite(n.out_min) || std::isfinite(n.out_max)) {
       for (int64_t i = 0, e = rows * p.n; i < e; ++i) outp[i] = clamp_om(n, outp[i]);

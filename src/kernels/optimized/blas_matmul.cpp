@@ -105,6 +105,9 @@ void gemv_split_k(int64_t N, int64_t K, float alpha, const float* x, const float
   // At most 16 chunks of at least 64 rows and ~64K weights each.
   int64_t chunks = std::min<int64_t>({16, (K + 63) / 64, std::max<int64_t>(1, K * N / 65536)});
   chunks = std::max<int64_t>(chunks, 1);
+  // A multiple of 4: the pool's parts (2 per thread) then get equal shares on
+  // 2 threads (9 chunks made one thread stream 5/9 of q/k/v/o at 110m).
+  if (chunks >= 4) chunks -= chunks % 4;
   const int64_t rows = (K + chunks - 1) / chunks;
   chunks = (K + rows - 1) / rows;
   float* part = thread_scratch_floats(size_t(chunks * N));
@@ -158,8 +161,10 @@ void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W
   if (M == 1) {
     // Rows of W are contiguous: each task streams its own block of rows, dot
     // products against x (kept in L1) by the SIMD table.
+    // Units of 16 rows: the pool's parts (2 per thread) then split N evenly;
+    // small filters run inline.
     const SimdKernels& simd_k = simd();
-    const int64_t grain = std::max<int64_t>(16, 65536 / std::max<int64_t>(K, 1));
+    const int64_t grain = N * K < 65536 ? N : 16;
     parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
       simd_k.gemv_t(A, W, C, K, K, n0, n1);
       if (bias != nullptr) {
@@ -169,11 +174,12 @@ void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W
     return;
   }
   parallel_for(N, gemm_column_grain(M, K), [&](int64_t n0, int64_t n1) {
-    for (int64_t i = 0; i < M; ++i) {
-      if (bias != nullptr) std::copy(bias + n0, bias + n1, C + i * N + n0);
-      else std::fill(C + i * N + n0, C + i * N + n1, 0.0f);
+    if (bias != nullptr) {
+      for (int64_t i = 0; i < M; ++i) std::copy(bias + n0, bias + n1, C + i * N + n0);
     }
-    sgemm_1t(true, M, n1 - n0, K, 1.0f, A, K, W + n0 * K, K, 1.0f, C + n0, N);
+    // beta = 0 without a bias: C may hold NaN from an earlier op, and sgemm
+    // does not read C then.
+    sgemm_1t(true, M, n1 - n0, K, 1.0f, A, K, W + n0 * K, K, bias != nullptr ? 1.0f : 0.0f, C + n0, N);
   });
 }
 
