@@ -34,7 +34,8 @@ class XnnNodeTimes final : public xnn::NodeTimeSink {
 
 }  // namespace
 
-Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, int gen, const rt::KernelRegistry& kernels) {
+Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, int gen, const rt::KernelRegistry& kernels,
+                                 bool time_prefill) {
   // One timer slot per kernel op; the wrapped registry forwards to `kernels`.
   auto table = kernels::portable_kernel_table();
   auto times = std::make_shared<std::vector<OpTime>>(table.size());
@@ -64,13 +65,21 @@ Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, in
   prompt_len = int(std::clamp<int64_t>(prompt_len, 1, meta.sizes[1] - 1));
   gen = int(std::clamp<int64_t>(gen, 1, meta.sizes[1] - prompt_len));
   auto step = [&](int64_t start, int64_t n) { return run_llm_step(*method, start, n); };
-  HF2PTE_RETURN_IF_ERROR(step(0, prompt_len));
+  if (time_prefill) {
+    HF2PTE_RETURN_IF_ERROR(step(0, 1));  // pages the weights in, untimed
+  } else {
+    HF2PTE_RETURN_IF_ERROR(step(0, prompt_len));
+  }
   *on = true;
   XnnNodeTimes node_times;
   xnn::set_node_time_sink(&node_times);
   auto t0 = std::chrono::steady_clock::now();
   Status decoded = Status::ok();
-  for (int i = 0; i < gen && decoded; ++i) decoded = step(prompt_len + i, 1);
+  if (time_prefill) {
+    decoded = step(0, prompt_len);
+    gen = 1;
+  }
+  for (int i = 0; i < gen && decoded && !time_prefill; ++i) decoded = step(prompt_len + i, 1);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   xnn::set_node_time_sink(nullptr);
   HF2PTE_RETURN_IF_ERROR(decoded);

@@ -25,7 +25,9 @@ struct OpProfile {
 };
 
 /// Runs a prefill of `prompt_len` tokens, then times every kernel call of
-/// `gen` decode steps through `kernels` wrapped with timers.
-Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, int gen, const rt::KernelRegistry& kernels);
+/// `gen` decode steps through `kernels` wrapped with timers (with
+/// `time_prefill`, the prefill itself is timed instead: one step).
+Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, int gen, const rt::KernelRegistry& kernels,
+                                 bool time_prefill = false);
 
 }  // namespace hf2pte::bench

@@ -1,5 +1,6 @@
-// hf2pte_profile OUT.pte [--prompt-len N] [--gen N] [--threads N] [--portable]:
-// where decode time goes, per kernel op (see op_profile.h).
+// hf2pte_profile OUT.pte [--prompt-len N] [--gen N] [--threads N] [--portable] [--prefill]:
+// where decode (or, with --prefill, prefill) time goes, per kernel op and
+// XNNPACK node kind (see op_profile.h).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -18,28 +19,29 @@ int main(int argc, char** argv) {
   using namespace hf2pte;
   std::string pte;
   int prompt_len = 128, gen = 32, threads = 0;
-  bool portable = false;
+  bool portable = false, prefill = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--prompt-len" && i + 1 < argc) prompt_len = std::atoi(argv[++i]);
     else if (a == "--gen" && i + 1 < argc) gen = std::atoi(argv[++i]);
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--portable") portable = true;
+    else if (a == "--prefill") prefill = true;
     else pte = a;
   }
   if (pte.empty()) {
-    std::fprintf(stderr, "usage: %s OUT.pte [--prompt-len N] [--gen N] [--threads N] [--portable]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s OUT.pte [--prompt-len N] [--gen N] [--threads N] [--portable] [--prefill]\n", argv[0]);
     return 2;
   }
   if (threads > 0) kernels::set_kernel_threads(threads);
-  auto p = bench::profile_decode(pte, prompt_len, gen, portable ? portable_registry() : optimized_registry());
+  auto p = bench::profile_decode(pte, prompt_len, gen, portable ? portable_registry() : optimized_registry(), prefill);
   if (!p) {
     std::fprintf(stderr, "error: %s\n", p.status().message().c_str());
     return 1;
   }
   double in_ops = 0;
   for (const auto& t : p->ops) in_ops += t.seconds;
-  std::printf("%d decode steps: %.3f ms/token (kernels %.3f ms, other %.3f ms)\n", p->steps,
+  std::printf(prefill ? "%d prefill step: %.3f ms (kernels %.3f ms, other %.3f ms)\n" : "%d decode steps: %.3f ms/token (kernels %.3f ms, other %.3f ms)\n", p->steps,
               1e3 * p->total_seconds / p->steps, 1e3 * in_ops / p->steps, 1e3 * (p->total_seconds - in_ops) / p->steps);
   std::printf("%-28s %8s %12s %7s\n", "op", "calls/tok", "us/token", "share");
   for (const auto& t : p->ops) {

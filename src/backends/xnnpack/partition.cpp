@@ -51,6 +51,8 @@ struct Plan {
   bool folded = false;        ///< a transpose folded into its BatchMatMul user: emits nothing
 };
 
+/// XNN_FLAG_TRANSPOSE_WEIGHTS of xnn_define_fully_connected: the filter is [k, n].
+constexpr uint32_t kFcTransposeFilter = 0x1;
 /// XNN_FLAG_TRANSPOSE_B of xnn_define_batch_matrix_multiply (upstream passes the node's flags).
 constexpr uint32_t kBmmTransposeB = 0x1;
 
@@ -120,7 +122,7 @@ class Claimer {
         if (!x || !w || is_const(*x) || !is_const(*w) || g_.type(*w).rank() != 2) return std::nullopt;
         p.kind = K::XNNFullyConnected;
         p.operands = {*x, *w};
-        p.flags = 0x1;
+        p.flags = kFcTransposeFilter;
         p.fc_constants = true;
         if (addmm) {
           auto b = tensor(a[0]);
@@ -263,17 +265,20 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
   graph::Delegate d;
   d.backend_id = kXnnpackBackendId;
   std::unordered_map<ValueId, uint32_t> ids;
-  auto add_value = [&](ValueId v, uint32_t ext, uint32_t flags, uint32_t cidx) {
-    s.values.push_back({dims_of(g, v), ext, flags, cidx});
+  auto add_value = [&](ValueId v, uint32_t ext, uint32_t flags, uint32_t cidx, bool swap_dims = false) {
+    std::vector<uint32_t> dims = dims_of(g, v);
+    if (swap_dims) std::reverse(dims.begin(), dims.end());  // 2-D only
+    s.values.push_back({std::move(dims), ext, flags, cidx});
     ids[v] = uint32_t(s.values.size() - 1);
   };
   for (size_t i = 0; i < inputs.size(); ++i) add_value(inputs[i], uint32_t(i), 1, 0);
   for (size_t i = 0; i < outputs.size(); ++i) add_value(outputs[i], uint32_t(inputs.size() + i), 2, 0);
   s.num_externs = uint32_t(inputs.size() + outputs.size());
   std::map<std::string, uint32_t> const_idx;  // sha key -> constant_data index
-  auto named_constant = [&](ValueId v) -> Result<uint32_t> {
+  // `as_transposed`: the constant is written as its [cols, rows] transpose.
+  auto named_constant = [&](ValueId v, bool as_transposed) -> Result<uint32_t> {
     if (auto it = ids.find(v); it != ids.end()) return it->second;
-    const auto& c = g.constant(v);
+    const graph::ConstantData c = as_transposed ? g.constant(v).transposed() : g.constant(v);
     Sha256 h;
     uint64_t n = 0;
     HF2PTE_RETURN_IF_ERROR(c.write([&](const void* p, size_t size) {
@@ -290,7 +295,7 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
       s.constants.push_back({key, n});
       d.named.push_back({key, c});
     }
-    add_value(v, kXnnInvalidId, 0, it->second);
+    add_value(v, kXnnInvalidId, 0, it->second, as_transposed);
     return ids[v];
   };
   for (size_t i = begin; i < end; ++i) {
@@ -304,10 +309,16 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     spec.list2 = p.list2;
     spec.axis = p.axis;
     spec.debug_handle = uint32_t(i);
+    // A filter W^T that streams from the checkpoint's W is written as W, [n, k]
+    // with flag 0 (XNNPACK's default layout, as upstream writes it): decode's
+    // GEMV then reads each output's weights as one sequential row, in place.
+    const bool filter_as_nk = p.kind == K::XNNFullyConnected && p.flags == kFcTransposeFilter &&
+                              static_cast<bool>(g.constant(p.operands[1]).transposed);
+    if (filter_as_nk) spec.flags = 0;
     for (size_t k = 0; k < p.operands.size(); ++k) {
       ValueId v = p.operands[k];
       if (p.fc_constants && k >= 1) {
-        HF2PTE_ASSIGN_OR_RETURN(uint32_t id, named_constant(v));
+        HF2PTE_ASSIGN_OR_RETURN(uint32_t id, named_constant(v, k == 1 && filter_as_nk));
         spec.ids.push_back(id);
         continue;
       }

@@ -98,7 +98,8 @@ uint64_t packed_bytes(const XValue& v) {
 
 class Compiler {
  public:
-  Compiler(const VerifiedPayload& p, const pte::PteFile* file) : p_(p), g_(*p.graph), file_(file) {}
+  Compiler(const VerifiedPayload& p, const pte::PteFile* file, CompileFor purpose)
+      : p_(p), g_(*p.graph), file_(file), pack_(purpose == CompileFor::kExecution) {}
 
   Result<XnnGraph> run() {
     out_.num_externs = g_.num_externs();
@@ -458,6 +459,7 @@ class Compiler {
   const VerifiedPayload& p_;
   const fb::XNNGraph& g_;
   const pte::PteFile* file_;
+  bool pack_;  ///< false: validate only, no float filter is transposed or dequantized
   XnnGraph out_;
   std::unordered_map<uint32_t, uint32_t> id_map_;
 };
@@ -544,6 +546,8 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
                            kNotSupported, "filter datatype {} with fp32 input", xdtype_name(w.dtype));
     if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32 && !transposed) {
       p.weights_nk = static_cast<const float*>(w.cptr);  // read in place: no copy
+    } else if (!pack_) {
+      // Inspection: the filter's checks above are all it needs.
     } else if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32) {
       p.weights.resize(size_t(p.n * p.k));
       const int64_t in_shape[2] = {p.k, p.n}, perm[2] = {1, 0};
@@ -767,9 +771,9 @@ void plan_lifetimes(XnnGraph& g) {
 
 }  // namespace
 
-Result<XnnGraph> compile_payload(std::span<const uint8_t> payload, const pte::PteFile* file) {
+Result<XnnGraph> compile_payload(std::span<const uint8_t> payload, const pte::PteFile* file, CompileFor purpose) {
   HF2PTE_ASSIGN_OR_RETURN(VerifiedPayload p, verify_payload(payload));
-  HF2PTE_ASSIGN_OR_RETURN(XnnGraph g, Compiler(p, file).run());
+  HF2PTE_ASSIGN_OR_RETURN(XnnGraph g, Compiler(p, file, purpose).run());
   plan_lifetimes(g);
   return g;
 }

@@ -167,7 +167,12 @@ bool is_view(const XnnGraph& g, const XNode& n);
 /// Parses the XH00 blob (or a bare XNNGraph flatbuffer), verifies it and
 /// compiles it. Constants with a named key come from `file` (may be null:
 /// then named constants are an error).
-Result<XnnGraph> compile_payload(std::span<const uint8_t> payload, const pte::PteFile* file);
+/// kInspection validates everything but leaves float filters unpacked (no
+/// transposes or dequantization: `inspect` of a large model stays instant);
+/// such a graph must not run.
+enum class CompileFor { kExecution, kInspection };
+Result<XnnGraph> compile_payload(std::span<const uint8_t> payload, const pte::PteFile* file,
+                                 CompileFor purpose = CompileFor::kExecution);
 
 /// Runs `g` on the current external tensors bound by the backend (XValue::shape
 /// and ::data already set for external inputs; outputs are resized through

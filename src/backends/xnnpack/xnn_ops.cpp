@@ -14,6 +14,7 @@
 #include "backends/xnnpack/scratch.h"
 #include "backends/xnnpack/xnn_graph.h"
 #include "kernels/optimized/gemm.h"
+#include "kernels/optimized/thread_pool.h"
 
 namespace hf2pte::xnn {
 
@@ -220,7 +221,8 @@ inline void blocked(float* __restrict y, int64_t n, F f) {
 
 /// The unary kinds LLM graphs run on every token, as one branch-free loop
 /// each (blocked() ones vectorize; same expressions as apply_unary, so the
-/// results are identical). False for the other kinds.
+/// results are identical; sigmoid is the kernels' SIMD one, within a few ulp).
+/// False for the other kinds.
 bool unary_f32_fast(UnaryKind k, const float* __restrict x, float* __restrict y, size_t count) {
   const auto n = int64_t(count);
   switch (k) {
@@ -229,9 +231,7 @@ bool unary_f32_fast(UnaryKind k, const float* __restrict x, float* __restrict y,
     case UnaryKind::kRsqrt:
       for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / std::sqrt(x[i]);
       return true;
-    case UnaryKind::kSigmoid:
-      for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
-      return true;
+    case UnaryKind::kSigmoid: kernels::sigmoid_f32(x, y, n); return true;
     case UnaryKind::kAbs: blocked(y, n, [&](int64_t i) { return std::fabs(x[i]); }); return true;
     default:
       return false;
@@ -333,14 +333,21 @@ void binary_run(Op op, const float* __restrict a, bool a_vec, const float* __res
   }
 }
 
+/// Blocks [o0, o1) of the outer index (dims [0, split)).
 template <typename Op>
-void binary_blocks(Op op, const float* a, const float* b, float* y, int64_t outer, int64_t inner,
+void binary_blocks(Op op, const float* a, const float* b, float* y, int64_t o0, int64_t o1, int64_t inner,
                    const std::array<int64_t, kMaxRank + 1>& oa, const std::array<int64_t, kMaxRank + 1>& ob,
                    const Shape& out, size_t split, bool a_vec, bool b_vec) {
-  // Offsets of the outer index (dims [0, split)) advance like an odometer.
+  // Offsets of the outer index advance like an odometer, started at o0.
   std::array<int64_t, kMaxRank + 1> idx{};
   int64_t ia = 0, ib = 0;
-  for (int64_t o = 0; o < outer; ++o) {
+  for (size_t d = split, rest = size_t(o0); d-- > 0;) {
+    idx[d] = int64_t(rest % size_t(out[d]));
+    rest /= size_t(out[d]);
+    ia += idx[d] * oa[d];
+    ib += idx[d] * ob[d];
+  }
+  for (int64_t o = o0; o < o1; ++o) {
     binary_run(op, a + ia, a_vec, b + ib, b_vec, y + o * inner, inner);
     for (size_t d = split; d-- > 0;) {
       ia += oa[d];
@@ -396,7 +403,21 @@ bool binary_f32_fast(BinaryKind k, const Shape& out, const XValue& a, const Broa
   for (size_t d = 0; d < split; ++d) oa[d] = sa[d], ob[d] = sb[d];
   const float* pa = static_cast<const float*>(a.data);
   const float* pb = static_cast<const float*>(b.data);
-  auto run = [&](auto op) { binary_blocks(op, pa, pb, y, outer, inner, oa, ob, out, split, a_vec, b_vec); };
+  // Large outputs across the pool: whole blocks per task, or pieces of the one
+  // block when nothing broadcasts (SiLU's gate * up at prefill).
+  auto run = [&](auto op) {
+    constexpr int64_t kPerTask = 1 << 16;
+    if (outer == 1) {
+      kernels::parallel_for(inner, inner >= 4 * kPerTask ? kPerTask : inner, [&](int64_t i0, int64_t i1) {
+        binary_run(op, pa + (a_vec ? i0 : 0), a_vec, pb + (b_vec ? i0 : 0), b_vec, y + i0, i1 - i0);
+      });
+      return;
+    }
+    const int64_t blocks_per_task = std::max<int64_t>(1, kPerTask / std::max<int64_t>(inner, 1));
+    kernels::parallel_for(outer, total >= 4 * kPerTask ? blocks_per_task : outer, [&](int64_t o0, int64_t o1) {
+      binary_blocks(op, pa, pb, y, o0, o1, inner, oa, ob, out, split, a_vec, b_vec);
+    });
+  };
   switch (k) {
     case BinaryKind::kAdd: run([](float u, float v) { return u + v; }); return true;
     case BinaryKind::kSub: run([](float u, float v) { return u - v; }); return true;
@@ -644,11 +665,22 @@ Status Runner::exec(const XNode&, const SliceParams& p) {
     out[d] = size;
   }
   HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
+  if (numel(out) == 0) return Status::ok();
+  // One memcpy per contiguous run: the sliced dim farthest in, together with
+  // the whole dims after it (RoPE's halves of every head: runs of head_dim / 2).
   const Shape st = strides_of(x->shape);
-  gather_bytes(y->data, x->data, xdtype_size(x->dtype), out, [&](const int64_t* idx) {
-    int64_t off = 0;
-    for (size_t d = 0; d < out.size(); ++d) off += (idx[d] + int64_t(p.offsets[d])) * st[d];
-    return off;
+  size_t last = out.size();
+  while (last > 0 && out[last - 1] == x->shape[last - 1]) --last;
+  const size_t esize = xdtype_size(x->dtype);
+  const size_t run_dim = last == 0 ? 0 : last - 1;
+  const int64_t run = out.empty() ? 1 : out[run_dim] * st[run_dim];  // elements
+  const Shape outer(out.begin(), out.begin() + int64_t(run_dim));
+  auto* dst = static_cast<uint8_t*>(y->data);
+  const auto* src = static_cast<const uint8_t*>(x->data);
+  for_each_index(outer, [&](int64_t i, const int64_t* idx) {
+    int64_t off = out.empty() ? 0 : int64_t(p.offsets[run_dim]) * st[run_dim];
+    for (size_t d = 0; d < run_dim; ++d) off += (idx[d] + int64_t(p.offsets[d])) * st[d];
+    std::memcpy(dst + size_t(i * run) * esize, src + size_t(off) * esize, size_t(run) * esize);
   });
   return Status::ok();
 }

@@ -112,7 +112,7 @@ Status register_xnnpack_backend() {
 
 Result<std::vector<std::pair<std::string, size_t>>> xnnpack_node_counts(std::span<const uint8_t> payload,
                                                                          const pte::PteFile* file) {
-  HF2PTE_ASSIGN_OR_RETURN(XnnGraph g, compile_payload(payload, file));
+  HF2PTE_ASSIGN_OR_RETURN(XnnGraph g, compile_payload(payload, file, CompileFor::kInspection));
   return g.node_counts();
 }
 

@@ -37,6 +37,9 @@ void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
 /// `perm` holds normalised dims: output dim i is input dim perm[i].
 bool permute_4byte(const void* src, void* dst, std::span<const int64_t> in_shape, std::span<const int64_t> perm);
 
+/// y = sigmoid(x) elementwise (SIMD exp), large n across the pool.
+void sigmoid_f32(const float* x, float* y, int64_t n);
+
 /// Softmax over the last dim of `rows` contiguous rows of `n` floats, rows across the pool.
 void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t n);
 

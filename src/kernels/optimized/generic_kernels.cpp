@@ -52,9 +52,14 @@ void select_row(const bool* c, const float* s, float o, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = c[i] ? s[i] : o;
 }
 
+void sigmoid_row(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+}
+
 }  // namespace
 
-const SimdKernels kKernels{"generic", gemv, gemv_t, softmax_row, dot_rows_narrow, axpy_rows_narrow, select_row};
+const SimdKernels kKernels{"generic", gemv, gemv_t, softmax_row, dot_rows_narrow, axpy_rows_narrow, select_row,
+                           sigmoid_row};
 }  // namespace generic
 
 const SimdKernels& simd() {

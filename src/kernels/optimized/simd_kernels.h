@@ -25,6 +25,8 @@ struct SimdKernels {
   bool (*axpy_rows_narrow)(const float* a, const float* b, float* c, int64_t k, int64_t d);
   /// y[i] = c[i] ? s[i] : o for i < n (the attention mask's where).
   void (*select_row)(const bool* c, const float* s, float o, float* y, int64_t n);
+  /// y[i] = 1 / (1 + exp(-x[i])) for i < n (SiLU's sigmoid).
+  void (*sigmoid_row)(const float* x, float* y, int64_t n);
 };
 
 /// Head dims the narrow attention loops take.

@@ -12,6 +12,7 @@
 #include "backends/xnnpack/serialize.h"
 #include "backends/xnnpack/sha256.h"
 #include "backends/xnnpack/xnn_payload.h"
+#include "graph/constant.h"
 
 namespace hf2pte::xnn {
 namespace {
@@ -144,6 +145,47 @@ TEST(XnnPartition, LinearsBecomeFullyConnectedWithNamedWeights) {
   const auto* in = pg->xvalues()->Get(0)->xvalue_union_as_XNNTensorValue();
   EXPECT_EQ(in->flags(), 1u);
   EXPECT_EQ(std::vector<uint32_t>(in->dims()->begin(), in->dims()->end()), (std::vector<uint32_t>{16, 4}));
+}
+
+// A checkpoint weight W [out, in] streamed transposed for mm(x, W^T): the
+// filter is written as W itself, [out, in] with flag 0 (XNNPACK's default
+// layout, what upstream writes), not as the [in, out] transpose with flag 1.
+TEST(XnnPartition, StreamedWeightsAreWrittenInTheCheckpointLayout) {
+  graph::Graph g;
+  auto x = g.add_input("x", {ScalarType::kFloat, {2, 4}, {}});
+  std::vector<float> w(12);  // [3 out, 4 in]
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i) + 0.25f;
+  auto wb = std::make_shared<std::vector<uint8_t>>(bytes_of(w));
+  graph::ConstantRecipe r;
+  r.source = {"w", ScalarType::kFloat, {3, 4}, *wb, wb};
+  r.transpose = true;
+  auto wt = g.add_constant("w.T", graph::make_constant(r));
+  ASSERT_EQ(g.type(wt).sizes.size(), 2u);
+  auto y = g.add(OpId::MmOut, {x, wt}, "y");
+  ASSERT_TRUE(y.is_ok()) << y.status().message();
+  auto m = g.add(OpId::MeanOut, {*y, graph::IntList{1}, true}, "m");
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  g.set_outputs({*m});
+
+  auto stats = partition_for_xnnpack(g);
+  ASSERT_TRUE(stats.is_ok()) << stats.status().message();
+  ASSERT_EQ(g.delegates().size(), 1u);
+  const auto& d = g.delegates()[0];
+  ASSERT_EQ(d.named.size(), 1u);
+  EXPECT_EQ(streamed(d.named[0].data), *wb);  // W's own bytes, row-major [out, in]
+  EXPECT_EQ(d.named[0].key, sha256_hex(wb->data(), wb->size()));
+  auto v = verify_payload(d.payload);
+  ASSERT_TRUE(v.is_ok()) << v.status().message();
+  int fcs = 0;
+  for (const auto* n : *v->graph->xnodes()) {
+    if (const auto* fc = n->xnode_union_as_XNNFullyConnected()) {
+      ++fcs;
+      EXPECT_EQ(fc->flags(), 0u);
+      const auto* f = v->graph->xvalues()->Get(fc->filter_id())->xvalue_union_as_XNNTensorValue();
+      EXPECT_EQ(std::vector<uint32_t>(f->dims()->begin(), f->dims()->end()), (std::vector<uint32_t>{3, 4}));
+    }
+  }
+  EXPECT_EQ(fcs, 1);
 }
 
 TEST(XnnPartition, KeyTransposeFoldsIntoBatchMatMul) {

@@ -269,6 +269,71 @@ TEST(XnnOps, AttentionShapedChain) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(out.data[3][i], want[i], 1e-6) << i;
 }
 
+// Slices in several dims at once, against plain index loops: a sliced
+// innermost dim (runs of 2) and a sliced middle dim with whole rows after it.
+TEST(XnnOps, StaticSliceMatchesIndexLoops) {
+  struct Case {
+    std::vector<uint32_t> offsets, sizes;  // size 0 = to the end
+  };
+  const Case cases[] = {{{1, 0, 2}, {1, 3, 2}}, {{0, 1, 0}, {2, 2, 0}}, {{0, 0, 0}, {2, 3, 4}}, {{1, 2, 3}, {1, 1, 1}}};
+  const std::vector<int64_t> in_shape = {2, 3, 4};
+  std::vector<float> in(24);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = float(i) + 0.5f;
+  for (const Case& c : cases) {
+    std::vector<int64_t> out_shape(3);
+    for (size_t d = 0; d < 3; ++d) out_shape[d] = c.sizes[d] == 0 ? in_shape[d] - c.offsets[d] : c.sizes[d];
+    PayloadBuilder b;
+    uint32_t x = b.input({2, 3, 4});
+    uint32_t y = b.output({uint32_t(out_shape[0]), uint32_t(out_shape[1]), uint32_t(out_shape[2])});
+    b.node(fb::XNodeUnion::XNNStaticSlice, fb::CreateStaticSliceDirect(b.fbb(), 3, &c.offsets, &c.sizes, x, y).Union());
+    VectorBinder out;
+    auto st = run(b.finish(), {{in_shape, in}}, out);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    std::vector<float> want;
+    for (int64_t i = 0; i < out_shape[0]; ++i) {
+      for (int64_t j = 0; j < out_shape[1]; ++j) {
+        for (int64_t k = 0; k < out_shape[2]; ++k) {
+          want.push_back(in[size_t(((i + c.offsets[0]) * 3 + j + c.offsets[1]) * 4 + k + c.offsets[2])]);
+        }
+      }
+    }
+    EXPECT_EQ(out.shapes[1], out_shape);
+    EXPECT_EQ(out.data[1], want) << "offsets " << c.offsets[0] << "," << c.offsets[1] << "," << c.offsets[2];
+  }
+}
+
+// Outputs large enough to split across the thread pool (with any thread
+// count), against plain loops: a broadcast over the middle dim (blocks start
+// mid-odometer) and same-shape operands (one block cut in pieces).
+TEST(XnnOps, LargeBinaryOpsMatchLoops) {
+  struct Case {
+    std::vector<int64_t> a, b;
+  };
+  const Case cases[] = {{{33, 5, 2048}, {33, 1, 2048}}, {{300001}, {300001}}, {{7, 40000}, {1}}};
+  for (const Case& c : cases) {
+    auto numel = [](const std::vector<int64_t>& s) { int64_t n = 1; for (int64_t d : s) n *= d; return n; };
+    std::vector<float> a(size_t(numel(c.a))), bv(size_t(numel(c.b)));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = float(i % 1000) * 0.5f;
+    for (size_t i = 0; i < bv.size(); ++i) bv[i] = float(i % 777) + 1.0f;
+    std::vector<uint32_t> da(c.a.begin(), c.a.end()), db(c.b.begin(), c.b.end());
+    PayloadBuilder b;
+    uint32_t x = b.input(da), w = b.input(db), y = b.output(da);
+    b.binary(fb::XNodeUnion::XNNMultiply, x, w, y);
+    VectorBinder out;
+    auto st = run(b.finish(), {{c.a, a}, {c.b, bv}}, out);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    const auto& got = out.data[2];
+    ASSERT_EQ(got.size(), a.size());
+    const int64_t inner = c.a.back(), mid = c.a.size() == 3 ? c.a[1] : 1;
+    for (size_t i = 0; i < a.size(); ++i) {
+      size_t j = i;  // the b element that i reads
+      if (bv.size() == 1) j = 0;
+      else if (c.b.size() == 3) j = (i / size_t(inner * mid)) * size_t(inner) + i % size_t(inner);
+      ASSERT_EQ(got[i], a[i] * bv[j]) << "case a rank " << c.a.size() << ", i " << i;
+    }
+  }
+}
+
 TEST(XnnOps, ElementwiseSet) {
   struct Case {
     fb::XNodeUnion type;

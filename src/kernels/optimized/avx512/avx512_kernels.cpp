@@ -252,9 +252,26 @@ void select_row(const bool* c, const float* s, float o, float* y, int64_t n) {
   }
 }
 
+// sigmoid(x) through e = exp(-|x|) <= 1 (no overflow): 1 / (1 + e) for
+// x >= 0, e / (1 + e) below. NaN stays NaN.
+void sigmoid_row(const float* x, float* y, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512 e = exp_nonpos(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(v)));
+    const __m512 inv = _mm512_div_ps(one, _mm512_add_ps(one, e));
+    const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+    __m512 r = _mm512_mask_mul_ps(inv, neg, e, inv);
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);  // NaN in, NaN out
+    _mm512_mask_storeu_ps(y + i, m, r);
+  }
+}
+
 }  // namespace
 
-const SimdKernels kKernels{"avx512", gemv, gemv_t, softmax_row, dot_rows_narrow, axpy_rows_narrow, select_row};
+const SimdKernels kKernels{"avx512", gemv, gemv_t, softmax_row, dot_rows_narrow, axpy_rows_narrow, select_row,
+                           sigmoid_row};
 }  // namespace avx512
 
 }  // namespace hf2pte::kernels

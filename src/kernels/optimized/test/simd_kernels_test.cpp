@@ -145,5 +145,25 @@ TEST(SimdKernels, SelectRowTakesSelfWhereTheConditionHolds) {
   }
 }
 
+TEST(SimdKernels, SigmoidRowMatchesReference) {
+  for (const auto* k : tables()) {
+    for (int64_t n : {1, 15, 16, 17, 1000}) {
+      auto x = random(size_t(n), 12);
+      for (auto& v : x) v *= 40.0f;  // saturating tails on both sides
+      if (n > 3) x[1] = 0.0f, x[2] = -INFINITY, x[3] = INFINITY;
+      std::vector<float> y(size_t(n) + 1, 42.0f);
+      k->sigmoid_row(x.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double ref = 1.0 / (1.0 + std::exp(-double(x[size_t(i)])));
+        ASSERT_NEAR(y[size_t(i)], ref, 1e-6 * ref + 1e-30) << k->isa << " x=" << x[size_t(i)];
+      }
+      ASSERT_EQ(y[size_t(n)], 42.0f) << k->isa << " wrote past n=" << n;
+    }
+    float nan = NAN, y = 0;
+    k->sigmoid_row(&nan, &y, 1);
+    EXPECT_TRUE(std::isnan(y)) << k->isa;
+  }
+}
+
 }  // namespace
 }  // namespace hf2pte::kernels
