@@ -132,6 +132,33 @@ TEST(Cli, BenchReportsRatesBytesAndTheProgramsPeakMemory) {
   EXPECT_LT(rss, 512.0) << "the probe's buffer counted as the program's memory";
 }
 
+// --linear-weights fp16 halves the bytes bench counts per token (the linear
+// layers dominate) while the work it counts stays that of the same elements;
+// only the xnnpack backend takes it, and a bad value is one line.
+TEST(Cli, HalfLinearWeightsHalveTheBytesPerToken) {
+  auto dir = test::temp_dir("t");
+  auto model = test::repo_path("tests/data/fixtures/llama-mha");
+  ASSERT_EQ(run_cli("export " + model + " -o " + dir + "/f32.pte --quiet", dir).exit_code, 0);
+  auto ex = run_cli("export " + model + " -o " + dir + "/f16.pte --quiet --linear-weights fp16", dir);
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  EXPECT_NE(slurp(dir + "/f16.pte").find(R"("linear_weights":"fp16")"), std::string::npos);
+  auto mb_of = [&](const std::string& pte) {
+    auto r = run_cli("bench " + dir + "/" + pte + " --prompt-len 4 --gen 2 --threads 1", dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::string key = "weights read per decode step: ";
+    auto p = r.out.find(key);
+    return p == std::string::npos ? -1.0 : std::stod(r.out.substr(p + key.size()));
+  };
+  const double f32 = mb_of("f32.pte"), f16 = mb_of("f16.pte");
+  EXPECT_GT(f16, 0.0);
+  EXPECT_LT(f16, 0.6 * f32) << "fp16 linears should be about half: " << f16 << " vs " << f32 << " MB";
+  auto portable = run_cli("export " + model + " -o " + dir + "/p.pte --backend portable --linear-weights fp16", dir);
+  expect_one_line_error(portable, "--linear-weights fp16 needs the xnnpack backend");
+  EXPECT_FALSE(fs::exists(dir + "/p.pte"));
+  auto bad = run_cli("export " + model + " -o " + dir + "/b.pte --linear-weights int3", dir);
+  expect_one_line_error(bad, "unknown linear weight type 'int3'; expected fp32 or fp16");
+}
+
 TEST(Cli, ExportIsByteReproducible) {
   auto dir = test::temp_dir("t");
   auto model = test::repo_path("tests/data/fixtures/llama-gqa-tied-bf16");

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/xnnpack/sha256.h"
+#include "backends/xnnpack/xnn_payload.h"
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "export/exporter.h"
 #include "kernels/portable/kernels.h"
@@ -28,11 +29,13 @@ namespace {
 namespace fb = executorch_flatbuffer;
 constexpr double kLogitsAtol = 1e-4;
 
-std::string export_xnnpack(const std::string& dir, const std::string& name) {
+std::string export_xnnpack(const std::string& dir, const std::string& name,
+                           ScalarType linear_weights = ScalarType::kFloat) {
   exp::ExportRequest req;
   req.model_dir = dir;
-  req.output_path = test::temp_dir(name + "-xnnpack") + "/model.pte";
+  req.output_path = test::temp_dir(name + (linear_weights == ScalarType::kHalf ? "-xnnpack-f16" : "-xnnpack")) + "/model.pte";
   req.config.backend = exp::Backend::kXnnpack;
+  req.config.linear_weights = linear_weights;
   auto s = exp::export_model(req);
   EXPECT_TRUE(s.is_ok()) << s.status().message();
   return req.output_path;
@@ -111,6 +114,43 @@ TEST_P(XnnpackExport, KvCacheDecodeReproducesGreedy) {
   RecordProperty("max_abs_step_logit_diff", diff_text(worst));
 }
 
+// --linear-weights fp16: every FullyConnected filter is an fp16 constant
+// (half the named-data bytes of fp32) and the logits stay within fp16 weight
+// rounding of the fixture references (worst measured: 6.2e-3), greedy ids
+// through the KV cache exact.
+constexpr double kFp16WeightsLogitsAtol = 2e-2;
+
+class XnnpackExportFp16Weights : public XnnpackExport {};
+
+TEST_P(XnnpackExportFp16Weights, FiltersAreFp16AndLogitsStayNearReference) {
+  const std::string dir = test::repo_path("tests/data/fixtures/" + GetParam());
+  const std::string path = export_xnnpack(dir, GetParam(), ScalarType::kHalf);
+  auto file = pte::PteFile::open(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  const fb::ExecutionPlan* forward = (*file)->program().execution_plan()->Get(0);
+  int fp16_filters = 0, fc = 0;
+  for (const auto* d : *forward->delegates()) {
+    auto payload = (*file)->delegate_data(*d->processed());
+    ASSERT_TRUE(payload.is_ok());
+    auto v = xnn::verify_payload(*payload);
+    ASSERT_TRUE(v.is_ok()) << v.status().message();
+    for (const auto* n : *v->graph->xnodes()) {
+      const auto* f = n->xnode_union_as_XNNFullyConnected();
+      if (f == nullptr) continue;
+      ++fc;
+      const auto* w = v->graph->xvalues()->Get(f->filter_id())->xvalue_union_as_XNNTensorValue();
+      fp16_filters += w->datatype() == fb_xnnpack::XNNDatatype::fp16;
+    }
+  }
+  EXPECT_EQ(fc, linear_layers(dir));
+  EXPECT_EQ(fp16_filters, fc);
+  double diff = test::expect_full_sequence_logits(dir, path, portable_registry(), kFp16WeightsLogitsAtol);
+  RecordProperty("max_abs_logit_diff", diff_text(diff));
+  std::printf("[ fp16 weights ] %s: max |logit - reference| %s\n", GetParam().c_str(), diff_text(diff).c_str());
+  double worst = test::expect_decode_reproduces_greedy(dir, path, portable_registry(), kFp16WeightsLogitsAtol);
+  RecordProperty("max_abs_step_logit_diff", diff_text(worst));
+}
+
 std::string case_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string n = info.param;
   for (auto& c : n) if (c == '-') c = '_';
@@ -119,6 +159,8 @@ std::string case_name(const ::testing::TestParamInfo<std::string>& info) {
 
 // File-level facts on the Llama-family cases (7 linear layers per layer + lm_head).
 INSTANTIATE_TEST_SUITE_P(Llama, XnnpackExportFacts, ::testing::Values("llama-mha", "llama-gqa", "qwen2", "phi3"), case_name);
+INSTANTIATE_TEST_SUITE_P(Llama, XnnpackExportFp16Weights,
+                         ::testing::Values("llama-mha", "llama-gqa", "llama-gqa-tied-bf16", "qwen2", "phi3"), case_name);
 // Accuracy on every fixture of tests/e2e_fixtures_test.cpp.
 INSTANTIATE_TEST_SUITE_P(Fixtures, XnnpackExport,
                          ::testing::Values("llama-mha", "llama-gqa", "llama-gqa-tied-bf16", "mistral", "qwen2", "phi3",

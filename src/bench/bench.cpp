@@ -4,10 +4,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "backends/xnnpack/xnn_payload.h"
+#include "backends/xnnpack/xnnpack_backend.h"
 #include "core/peak_memory.h"
 #include "ops/op_table.h"
 #include "pte/pte_file.h"
@@ -47,7 +50,36 @@ double measure_read_bandwidth(int threads, size_t bytes) {
   return best;
 }
 
-Result<uint64_t> weight_bytes_per_token(const std::string& pte_path) {
+namespace {
+
+/// Named-data key -> element count, from the XNNPACK payloads' constant values.
+Result<std::map<std::string, uint64_t>> named_weight_elements(const pte::PteFile& file,
+                                                              const executorch_flatbuffer::ExecutionPlan& plan) {
+  std::map<std::string, uint64_t> elements;
+  if (plan.delegates() == nullptr) return elements;
+  for (const auto* d : *plan.delegates()) {
+    if (d->id() == nullptr || d->id()->str() != xnn::kXnnpackBackendId || d->processed() == nullptr) continue;
+    HF2PTE_ASSIGN_OR_RETURN(auto payload, file.delegate_data(*d->processed()));
+    HF2PTE_ASSIGN_OR_RETURN(auto v, xnn::verify_payload(payload));
+    const auto* values = v.graph->xvalues();
+    const auto* table = v.graph->constant_data();
+    if (values == nullptr || table == nullptr) continue;
+    for (const auto* xv : *values) {
+      const auto* t = xv->xvalue_union_as_XNNTensorValue();
+      if (t == nullptr || t->constant_buffer_idx() == 0 || t->constant_buffer_idx() >= table->size() || t->dims() == nullptr) continue;
+      const auto* entry = table->Get(t->constant_buffer_idx());
+      if (entry->named_key() == nullptr) continue;
+      uint64_t n = 1;
+      for (uint32_t dim : *t->dims()) n *= dim;
+      elements[entry->named_key()->str()] = n;
+    }
+  }
+  return elements;
+}
+
+}  // namespace
+
+Result<WeightTraffic> weights_per_token(const std::string& pte_path) {
   namespace fb = executorch_flatbuffer;
   HF2PTE_ASSIGN_OR_RETURN(auto file, pte::PteFile::open(pte_path));
   const fb::ExecutionPlan* forward = nullptr;
@@ -56,7 +88,7 @@ Result<uint64_t> weight_bytes_per_token(const std::string& pte_path) {
   }
   HF2PTE_CHECK_OR_RETURN(forward != nullptr, kNotFound, "no forward method ({})", pte_path);
   std::set<int> seen;
-  uint64_t total = 0;
+  WeightTraffic total;
   bool delegated = false;
   for (const auto* chain : *forward->chains()) {
     for (const auto* ins : *chain->instructions()) {
@@ -71,24 +103,30 @@ Result<uint64_t> weight_bytes_per_token(const std::string& pte_path) {
         if (a < 0 || uint32_t(a) >= forward->values()->size() || !seen.insert(a).second) continue;
         const auto* t = forward->values()->Get(uint32_t(a))->val_as_Tensor();
         if (t == nullptr || t->data_buffer_idx() == 0 || t->allocation_info() != nullptr || t->sizes() == nullptr) continue;
-        uint64_t n = element_size(ScalarType(t->scalar_type()));
+        uint64_t n = 1;
         for (auto s : *t->sizes()) n *= uint64_t(std::max(s, 0));
         // Lookups read one row per token, not the whole table.
         bool lookup = op == "aten::embedding" || op == "aten::index_select";
         if (lookup && t->sizes()->size() >= 1 && t->sizes()->Get(0) > 0) n /= uint64_t(t->sizes()->Get(0));
-        total += n;
+        total.elements += n;
+        total.bytes += n * element_size(ScalarType(t->scalar_type()));
       }
     }
   }
   // Delegates (XNNPACK) keep their weights in named_data, one segment per
   // distinct key (deduplicated by content hash): a delegated forward reads
   // every one of them per step. Embedding tables stay portable constants.
+  // Embedded tokenizer files ("tokenizer/...") are named data too, not weights.
   if (const auto* named = file->program().named_data(); delegated && named != nullptr) {
+    HF2PTE_ASSIGN_OR_RETURN(auto elements, named_weight_elements(*file, *forward));
     std::set<uint32_t> segments;
     for (const auto* entry : *named) {
+      if (entry->key() == nullptr || entry->key()->str().rfind("tokenizer/", 0) == 0) continue;
       if (!segments.insert(entry->segment_index()).second) continue;
       HF2PTE_ASSIGN_OR_RETURN(auto bytes, file->segment(entry->segment_index()));
-      total += bytes.size();
+      total.bytes += bytes.size();
+      auto it = elements.find(entry->key()->str());
+      total.elements += it != elements.end() ? it->second : bytes.size() / sizeof(float);
     }
   }
   return total;
@@ -127,7 +165,9 @@ Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOption
   r.decode_seconds = seconds(t1);
   r.prefill_tok_s = r.prompt_len / r.prefill_seconds;
   r.decode_tok_s = r.gen / r.decode_seconds;
-  HF2PTE_ASSIGN_OR_RETURN(r.weight_bytes_per_token, weight_bytes_per_token(pte_path));
+  HF2PTE_ASSIGN_OR_RETURN(WeightTraffic w, weights_per_token(pte_path));
+  r.weight_bytes_per_token = w.bytes;
+  r.weight_elements_per_token = w.elements;
   r.peak_rss_mib = peak_rss_mib();
   r.bandwidth_gb_s = std::max(bandwidth, measure_read_bandwidth(r.threads));
   r.decode_bandwidth_share = double(r.weight_bytes_per_token) * r.decode_tok_s / (r.bandwidth_gb_s * 1e9);

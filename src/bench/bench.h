@@ -23,6 +23,7 @@ struct BenchResult {
   double prefill_seconds = 0, decode_seconds = 0;
   double first_step_seconds = 0;        ///< one untimed decode step first: pages the weights in
   uint64_t weight_bytes_per_token = 0;  ///< constants a decode step reads
+  uint64_t weight_elements_per_token = 0;  ///< their elements (2 flops each in a linear layer)
   double bandwidth_gb_s = 0;            ///< measured read bandwidth, same threads (best before/after)
   double decode_bandwidth_share = 0;    ///< weight bytes/token * tok/s / bandwidth
   double peak_rss_mib = 0;              ///< from loading the program to the end of decode (not the probe)
@@ -31,10 +32,15 @@ struct BenchResult {
 /// Streams a buffer larger than the caches with `threads` threads; best of 5 (GB/s).
 double measure_read_bandwidth(int threads, size_t bytes = size_t(1) << 30);
 
-/// Bytes of constant tensors one decode step of `forward` reads: every constant
-/// an instruction uses, counted once, except embedding tables (one row per token),
-/// plus every named_data segment (delegate weights) when `forward` calls a delegate.
-Result<uint64_t> weight_bytes_per_token(const std::string& pte_path);
+/// Constant tensors one decode step of `forward` reads: every constant an
+/// instruction uses, counted once, except embedding tables (one row per token),
+/// plus every named_data segment of delegate weights when `forward` calls a
+/// delegate (their element counts from the XNNPACK values that name them, so
+/// fp16 filters count half the bytes but the same elements).
+struct WeightTraffic {
+  uint64_t bytes = 0, elements = 0;
+};
+Result<WeightTraffic> weights_per_token(const std::string& pte_path);
 
 Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOptions& options,
                                   const rt::KernelRegistry& kernels);

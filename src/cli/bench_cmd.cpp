@@ -27,9 +27,9 @@ int run_bench(const BenchArgs& a) {
   auto r = bench::run_llm_bench(a.pte, o, optimized_registry());
   if (!r) return fail(r.status());
   std::printf("first step (pages the weights in, not in the rates): %.3f s\n", r->first_step_seconds);
-  // Linear-layer work: 2 flops per weight element per token (fp32 weights).
-  const double gflop_per_token = 2.0 * double(r->weight_bytes_per_token) / 4.0 / 1e9;
-  std::printf("prefill: %d tokens, %.1f tok/s (%.3f s), %.1f GFLOP/s of linear-layer work (fp32 weights)\n",
+  // Linear-layer work: 2 flops per weight element per token.
+  const double gflop_per_token = 2.0 * double(r->weight_elements_per_token) / 1e9;
+  std::printf("prefill: %d tokens, %.1f tok/s (%.3f s), %.1f GFLOP/s of linear-layer work\n",
               r->prompt_len, r->prefill_tok_s, r->prefill_seconds, gflop_per_token * r->prefill_tok_s);
   std::printf("decode:  %d tokens, %.1f tok/s (%.3f ms/token)\n", r->gen, r->decode_tok_s, 1000.0 / r->decode_tok_s);
   std::printf("weights read per decode step: %.1f MB; measured read bandwidth (%d threads): %.1f GB/s\n",

@@ -63,7 +63,7 @@ struct ExportArgs {
   std::string model_dir, output, config_file, report_file;
   /// Which options were given on the command line (they override --config).
   std::function<bool(const char*)> given = [](const char*) { return true; };
-  std::string backend = "xnnpack", dtype = "fp32", dump_graph, attention_span = "full";
+  std::string backend = "xnnpack", dtype = "fp32", dump_graph, attention_span = "full", linear_weights = "fp32";
   int64_t max_seq_len = 0;
   int threads = 0;  // validation's kernel threads; never part of the program
   bool no_kv_cache = false, quiet = false, verbose = false;
@@ -115,6 +115,11 @@ int run_export(const ExportArgs& a) {
     auto span = exp::parse_attention_span(a.attention_span);
     if (!span) return fail(span.status());
     req.config.attention_span = *span;
+  }
+  if (a.given("--linear-weights")) {
+    auto w = exp::parse_linear_weights(a.linear_weights);
+    if (!w) return fail(w.status());
+    req.config.linear_weights = *w;
   }
   if (a.given("--alloc-graph-input")) req.config.alloc_graph_input = a.alloc_input;
   if (a.given("--alloc-graph-output")) req.config.alloc_graph_output = a.alloc_output;
@@ -295,6 +300,9 @@ int main(int argc, char** argv) {
   ex->add_option("--max-seq-len", ea.max_seq_len, "maximum sequence length (KV cache size)");
   ex->add_option("--attention-span", ea.attention_span,
                  "full (default): attend over the whole KV cache, masked | written: only positions [0, last written + 1)");
+  ex->add_option("--linear-weights", ea.linear_weights,
+                 "fp32 (default) | fp16: store the linear layers' weights (XNNPACK FullyConnected filters) as fp16, "
+                 "half the bytes read per token; activations stay fp32 (xnnpack backend)");
   ex->add_option("--threads", ea.threads, "kernel threads for validation (default: all cores; the file does not change)");
   ex->add_flag("--no-kv-cache", ea.no_kv_cache, "export without a KV cache");
   ex->add_option("--alloc-graph-input", ea.alloc_input, "plan memory for inputs (true|false)");

@@ -38,6 +38,12 @@ const char* dtype_name(ScalarType t) {
   }
 }
 
+Result<ScalarType> parse_linear_weights(const std::string& s) {
+  if (s == "fp32") return ScalarType::kFloat;
+  if (s == "fp16") return ScalarType::kHalf;
+  return make_error(ErrorCode::kInvalidArgument, "unknown linear weight type '{}'; expected fp32 or fp16", s);
+}
+
 const char* attention_span_name(AttentionSpan s) { return s == AttentionSpan::kWritten ? "written" : "full"; }
 
 Result<AttentionSpan> parse_attention_span(const std::string& s) {
@@ -59,6 +65,7 @@ nlohmann::ordered_json config_to_json(const ExportConfig& c) {
   j["alloc_graph_output"] = c.alloc_graph_output;
   j["alloc_mutable_buffers"] = c.alloc_mutable_buffers;
   j["attention_span"] = attention_span_name(c.attention_span);
+  j["linear_weights"] = dtype_name(c.linear_weights);
   return j;
 }
 
@@ -101,6 +108,11 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
       auto s = parse_attention_span(v.get<std::string>());
       if (!s) return s.status().with_context(where);
       c.attention_span = *s;
+    } else if (key == "linear_weights") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_string(), "linear_weights", "string", where));
+      auto d = parse_linear_weights(v.get<std::string>());
+      if (!d) return d.status().with_context(where);
+      c.linear_weights = *d;
     } else if (key == "dynamic_shapes") {
       HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_object(), "dynamic_shapes", "object", where));
       for (const auto& [name, range] : v.items()) {
@@ -125,7 +137,8 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
     } else {
       return make_error(ErrorCode::kInvalidArgument,
                         "export config: unknown field '{}'; expected backend, dtype, max_seq_len, dynamic_shapes, "
-                        "alloc_graph_input, alloc_graph_output, alloc_mutable_buffers or attention_span ({})", key, where);
+                        "alloc_graph_input, alloc_graph_output, alloc_mutable_buffers, attention_span or linear_weights ({})", key,
+                        where);
     }
   }
   return c;

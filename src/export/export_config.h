@@ -18,6 +18,8 @@ const char* backend_name(Backend b);
 Result<Backend> parse_backend(const std::string& s);
 /// "fp32" | "fp16" | "bf16" <-> ScalarType.
 Result<ScalarType> parse_dtype(const std::string& s);
+/// "fp32" | "fp16" (--linear-weights).
+Result<ScalarType> parse_linear_weights(const std::string& s);
 const char* dtype_name(ScalarType t);
 
 /// Which KV-cache positions a decoder layer attends over (docs/pipeline.md,
@@ -41,6 +43,10 @@ struct ExportConfig {
   bool alloc_graph_output = true;
   bool alloc_mutable_buffers = true;
   AttentionSpan attention_span = AttentionSpan::kFull;
+  /// Element type of the XNNPACK FullyConnected filters (the linear layers'
+  /// weights): fp32, or fp16 (half the bytes per decoded token; activations
+  /// stay fp32: XNNPACK's fp32 x fp16 -> fp32 combination). xnnpack only.
+  ScalarType linear_weights = ScalarType::kFloat;
   std::map<std::string, DimBound> dims;  ///< --dim NAME=MIN:MAX overrides
   std::string dump_graph_stage;          ///< print the graph after this stage ("all" = every stage)
   bool verbose = false;

@@ -174,7 +174,8 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
                   (req.config.validate == ExportConfig::Validate::kAuto && s.constant_bytes <= ExportConfig::kAutoValidateBytes);
   if (validate) {
     progress({"validate", 0, 0});
-    auto v = validate_export(unlowered, staged);
+    auto v = validate_export(unlowered, staged,
+                             req.config.linear_weights == ScalarType::kHalf ? kFp16WeightsTolerance : kFp32Tolerance);
     if (!v) return discard(v.status().with_context("validation"));
     validation = v->report;
     if (!v->ok) return discard(make_error(ErrorCode::kInternal, "validation failed: {}", v->message));

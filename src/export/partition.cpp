@@ -17,7 +17,9 @@ Status run_partitioner(graph::Program& p, const ExportConfig& c, StageLog& log) 
   }
   // Each backend is one folder: src/backends/xnnpack/partition.cpp decides what it claims.
   for (auto& g : p.methods) {
-    auto r = xnn::partition_for_xnnpack(g);
+    xnn::PartitionOptions options;
+    options.fc_filter_dtype = c.linear_weights;
+    auto r = xnn::partition_for_xnnpack(g, options);
     if (!r) return r.status().with_context(g.name());
     const auto& stats = *r;
     std::string kinds;

@@ -56,7 +56,8 @@ std::vector<double> as_doubles(const HostTensor& t) {
 
 }  // namespace
 
-Result<ValidationResult> validate_export(const graph::Program& unlowered, const std::string& pte_path) {
+Result<ValidationResult> validate_export(const graph::Program& unlowered, const std::string& pte_path,
+                                         double rel_tolerance) {
   ValidationResult result;
   result.report = nlohmann::ordered_json::object();
   // Programs exported with --backend xnnpack hold XnnpackBackend delegates.
@@ -83,8 +84,8 @@ Result<ValidationResult> validate_export(const graph::Program& unlowered, const 
         double d = std::fabs(a[i] - b[i]);
         diff = std::isnan(d) ? INFINITY : std::max(diff, d);
       }
-      // fp32 with different summation orders: relative to the output's scale.
-      double tol = 1e-4 * std::max(1.0, max_ref);
+      // Relative to the output's scale (fp32 summation orders, fp16 weight rounding).
+      double tol = rel_tolerance * std::max(1.0, max_ref);
       outs.push_back({{"output", o}, {"max_abs_diff", shape_ok ? diff : INFINITY}, {"tolerance", tol},
                       {"shape_matches", shape_ok}});
       if (!shape_ok || !(diff <= tol)) {

@@ -60,6 +60,11 @@ ConstantData make_constant(const ConstantRecipe& r) {
     t.transpose = !r.transpose;
     c.transposed = [t] { return make_constant(t); };
   }
+  c.converted = [r](ScalarType dtype) {
+    ConstantRecipe t = r;
+    t.dtype = dtype;
+    return make_constant(t);
+  };
   const size_t in_size = element_size(r.source.dtype);
   const size_t out_size = element_size(r.dtype);
   TensorSource src = r.source;

@@ -53,6 +53,9 @@ struct ConstantData {
   /// For 2-D constants that can be produced transposed while streaming (weights
   /// from the checkpoint): makes the [cols, rows] constant. Empty otherwise.
   std::function<ConstantData()> transposed;
+  /// For constants streamed from a checkpoint: the same tensor converted to
+  /// another element type while streaming (F32/F16/BF16). Empty otherwise.
+  std::function<ConstantData(ScalarType)> converted;
 
   uint64_t nbytes() const;
   /// A constant holding `bytes` (small synthesized tensors: tables, scalars).

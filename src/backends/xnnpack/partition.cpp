@@ -260,25 +260,29 @@ const char* kind_name(K k) { return fb_xnnpack::EnumNameXNodeUnion(k); }
 /// Builds the delegate for nodes [begin, end) of `nodes` (all claimed).
 Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes, const std::vector<std::optional<Plan>>& plans,
                                   size_t begin, size_t end, const std::vector<ValueId>& inputs,
-                                  const std::vector<ValueId>& outputs, PartitionStats& stats) {
+                                  const std::vector<ValueId>& outputs, const PartitionOptions& options,
+                                  PartitionStats& stats) {
   XnnSubgraph s;
   graph::Delegate d;
   d.backend_id = kXnnpackBackendId;
   std::unordered_map<ValueId, uint32_t> ids;
-  auto add_value = [&](ValueId v, uint32_t ext, uint32_t flags, uint32_t cidx, bool swap_dims = false) {
+  auto add_value = [&](ValueId v, uint32_t ext, uint32_t flags, uint32_t cidx, bool swap_dims = false,
+                       bool fp16 = false) {
     std::vector<uint32_t> dims = dims_of(g, v);
     if (swap_dims) std::reverse(dims.begin(), dims.end());  // 2-D only
-    s.values.push_back({std::move(dims), ext, flags, cidx});
+    s.values.push_back({std::move(dims), ext, flags, cidx, fp16});
     ids[v] = uint32_t(s.values.size() - 1);
   };
   for (size_t i = 0; i < inputs.size(); ++i) add_value(inputs[i], uint32_t(i), 1, 0);
   for (size_t i = 0; i < outputs.size(); ++i) add_value(outputs[i], uint32_t(inputs.size() + i), 2, 0);
   s.num_externs = uint32_t(inputs.size() + outputs.size());
   std::map<std::string, uint32_t> const_idx;  // sha key -> constant_data index
-  // `as_transposed`: the constant is written as its [cols, rows] transpose.
-  auto named_constant = [&](ValueId v, bool as_transposed) -> Result<uint32_t> {
+  // `as_transposed`: the constant is written as its [cols, rows] transpose;
+  // `as_fp16`: converted to fp16 while streaming.
+  auto named_constant = [&](ValueId v, bool as_transposed, bool as_fp16) -> Result<uint32_t> {
     if (auto it = ids.find(v); it != ids.end()) return it->second;
-    const graph::ConstantData c = as_transposed ? g.constant(v).transposed() : g.constant(v);
+    graph::ConstantData c = as_transposed ? g.constant(v).transposed() : g.constant(v);
+    if (as_fp16) c = c.converted(ScalarType::kHalf);
     Sha256 h;
     uint64_t n = 0;
     HF2PTE_RETURN_IF_ERROR(c.write([&](const void* p, size_t size) {
@@ -295,7 +299,7 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
       s.constants.push_back({key, n});
       d.named.push_back({key, c});
     }
-    add_value(v, kXnnInvalidId, 0, it->second, as_transposed);
+    add_value(v, kXnnInvalidId, 0, it->second, as_transposed, as_fp16);
     return ids[v];
   };
   for (size_t i = begin; i < end; ++i) {
@@ -315,10 +319,13 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     const bool filter_as_nk = p.kind == K::XNNFullyConnected && p.flags == kFcTransposeFilter &&
                               static_cast<bool>(g.constant(p.operands[1]).transposed);
     if (filter_as_nk) spec.flags = 0;
+    // fp16 filters only where the checkpoint streams them (converted on the way out).
+    const bool filter_fp16 = p.kind == K::XNNFullyConnected && options.fc_filter_dtype == ScalarType::kHalf &&
+                             static_cast<bool>(g.constant(p.operands[1]).converted);
     for (size_t k = 0; k < p.operands.size(); ++k) {
       ValueId v = p.operands[k];
       if (p.fc_constants && k >= 1) {
-        HF2PTE_ASSIGN_OR_RETURN(uint32_t id, named_constant(v, k == 1 && filter_as_nk));
+        HF2PTE_ASSIGN_OR_RETURN(uint32_t id, named_constant(v, k == 1 && filter_as_nk, k == 1 && filter_fp16));
         spec.ids.push_back(id);
         continue;
       }
@@ -400,7 +407,7 @@ Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& o
       i = end;
       continue;
     }
-    HF2PTE_ASSIGN_OR_RETURN(graph::Delegate d, lower_run(g, nodes, plans, i, end, inputs, outputs, stats));
+    HF2PTE_ASSIGN_OR_RETURN(graph::Delegate d, lower_run(g, nodes, plans, i, end, inputs, outputs, options, stats));
     Node call;
     call.op = OpId::DelegateCall;
     call.name = fmt::format("xnnpack.{}", stats.partitions);

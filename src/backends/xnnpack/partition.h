@@ -22,6 +22,10 @@ struct PartitionStats {
 struct PartitionOptions {
   /// mm/addmm with a constant 2-D weight only (FullyConnected); else every supported op.
   bool linear_only = false;
+  /// Element type FullyConnected filters are written in: kFloat, or kHalf
+  /// (filters streamed from a checkpoint are converted while streaming;
+  /// XNNPACK runs fp32 x fp16 -> fp32). Biases stay fp32.
+  ScalarType fc_filter_dtype = ScalarType::kFloat;
 };
 
 /// Rewrites `g` in place: every maximal run (in node order) of claimable nodes

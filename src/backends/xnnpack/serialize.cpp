@@ -50,7 +50,7 @@ std::vector<uint8_t> serialize_xnn_payload(const XnnSubgraph& s) {
   for (size_t i = 0; i < s.values.size(); ++i) {
     const auto& v = s.values[i];
     auto dims = b.CreateVector(v.dims.empty() ? std::vector<uint32_t>{1} : v.dims);  // rank 0 -> [1]
-    auto tv = fbx::CreateXNNTensorValue(b, fbx::XNNDatatype::fp32, uint32_t(v.dims.empty() ? 1 : v.dims.size()), dims,
+    auto tv = fbx::CreateXNNTensorValue(b, v.fp16 ? fbx::XNNDatatype::fp16 : fbx::XNNDatatype::fp32, uint32_t(v.dims.empty() ? 1 : v.dims.size()), dims,
                                         v.constant_idx, v.external_id, v.flags, uint32_t(i));
     values.push_back(fbx::CreateXValue(b, fbx::XValueUnion::XNNTensorValue, tv.Union()));
     if (v.flags == 1) input_ids.push_back(uint32_t(i));

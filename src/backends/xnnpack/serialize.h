@@ -17,12 +17,13 @@ namespace hf2pte::xnn {
 
 inline constexpr uint32_t kXnnInvalidId = 0xFFFFFFFFu;
 
-/// One XNNTensorValue (fp32). `id_out` = its position in XnnSubgraph::values.
+/// One XNNTensorValue (fp32, or fp16 for half-precision filters). `id_out` = its position in XnnSubgraph::values.
 struct XnnValueSpec {
   std::vector<uint32_t> dims;             ///< XNNPACK order (= our dim order), bounds for symbolic dims
   uint32_t external_id = kXnnInvalidId;   ///< DelegateCall arg position, or kXnnInvalidId
   uint32_t flags = 0;                     ///< 1 external input, 2 external output
   uint32_t constant_idx = 0;              ///< index into XnnSubgraph::constants (+1), 0 = none
+  bool fp16 = false;                      ///< an fp16 constant (FullyConnected filter); else fp32
 };
 
 /// One ConstantDataOffset in Program.named_data: {UINT64_MAX, size, key}.

@@ -20,6 +20,7 @@ namespace fb = fb_xnnpack;
 std::string_view xdtype_name(XDtype t) {
   switch (t) {
     case XDtype::kFp32: return "fp32";
+    case XDtype::kFp16: return "fp16";
     case XDtype::kQInt8: return "qint8";
     case XDtype::kQUInt8: return "quint8";
     case XDtype::kQInt32: return "qint32";
@@ -40,6 +41,7 @@ size_t xdtype_size(XDtype t) {
     case XDtype::kQCInt8:
     case XDtype::kQCInt4:  // packed: constant sizes are computed by packed_bytes()
     case XDtype::kQBInt4: return 1;
+    case XDtype::kFp16: return 2;
     default: return 4;  // fp32, int32 kinds, and qdint8 (held as float)
   }
 }
@@ -61,6 +63,7 @@ constexpr uint32_t kFlagTransposeWeights = 1;
 Result<XDtype> to_xdtype(fb::XNNDatatype d) {
   switch (d) {
     case fb::XNNDatatype::fp32: return XDtype::kFp32;
+    case fb::XNNDatatype::fp16: return XDtype::kFp16;
     case fb::XNNDatatype::qint8: return XDtype::kQInt8;
     case fb::XNNDatatype::quint8: return XDtype::kQUInt8;
     case fb::XNNDatatype::qint32: return XDtype::kQInt32;
@@ -116,6 +119,7 @@ class Compiler {
     for (uint32_t i = 0; i < nodes->size(); ++i) {
       Status st = add_node(nodes->Get(i));
       if (!st) return st.with_context(fmt::format("xnode {}", i));
+      HF2PTE_RETURN_IF_ERROR(check_fp16_use(out_.nodes.back()).with_context(fmt::format("xnode {}", i)));
     }
     return std::move(out_);
   }
@@ -223,6 +227,8 @@ class Compiler {
       v.shape = v.dims;
       v.data = const_cast<void*>(v.cptr);  // never written: node outputs cannot be constants
     }
+    HF2PTE_CHECK_OR_RETURN(v.dtype != XDtype::kFp16 || v.is_constant, kNotSupported,
+                           "fp16 values are supported only as constant FullyConnected filters and biases");
     HF2PTE_CHECK_OR_RETURN(id_map_.emplace(tv->id_out(), idx).second, kInvalidProgram, "id_out {} is used twice",
                            tv->id_out());
     out_.values.push_back(std::move(v));
@@ -382,6 +388,21 @@ class Compiler {
   Status add_fully_connected(XNode& n, const fb::FullyConnected* t);
   Status add_movement(XNode& n, fb::XNodeUnion type, const void* table);
 
+  /// fp16 values exist only as the filter (or bias) of a FullyConnected with
+  /// fp32 activations; any other reader or writer is refused.
+  Status check_fp16_use(const XNode& n) const {
+    const auto* fc = std::get_if<FullyConnectedParams>(&n.params);
+    for (uint32_t v : node_inputs(n)) {
+      if (v == kInvalidId || out_.values[v].dtype != XDtype::kFp16) continue;
+      HF2PTE_CHECK_OR_RETURN(fc != nullptr && (v == fc->filter || v == fc->bias), kNotSupported,
+                             "{} reads fp16 value {}; fp16 is supported only for FullyConnected filters and biases",
+                             n.name, v);
+    }
+    HF2PTE_CHECK_OR_RETURN(out_.values[node_output(n)].dtype != XDtype::kFp16, kNotSupported,
+                           "{} writes an fp16 value; fp16 activations are not supported", n.name);
+    return Status::ok();
+  }
+
   Status add_node(const fb::XNode* xn) {
     XNode n;
     const fb::XNodeUnion type = xn->xnode_union_type();
@@ -469,6 +490,7 @@ float const_as_float(const XValue& v, size_t i, int64_t c) {
   const auto* b = static_cast<const uint8_t*>(v.cptr);
   switch (v.dtype) {
     case XDtype::kFp32: return reinterpret_cast<const float*>(b)[i];
+    case XDtype::kFp16: return half_to_float(reinterpret_cast<const uint16_t*>(b)[i]);
     case XDtype::kQInt8:
     case XDtype::kQCInt8: return float(int32_t(reinterpret_cast<const int8_t*>(b)[i]) - v.zero_point) * v.scale_of(c);
     case XDtype::kQUInt8: return float(int32_t(b[i]) - v.zero_point) * v.scale_of(c);
@@ -546,8 +568,16 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
                            kNotSupported, "filter datatype {} with fp32 input", xdtype_name(w.dtype));
     if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32 && !transposed) {
       p.weights_nk = static_cast<const float*>(w.cptr);  // read in place: no copy
+    } else if (w.dtype == XDtype::kFp16 && x.dtype == XDtype::kFp32 && !transposed) {
+      p.weights_nk_f16 = static_cast<const uint16_t*>(w.cptr);  // read in place, converted in the GEMV
     } else if (!pack_) {
       // Inspection: the filter's checks above are all it needs.
+    } else if (w.dtype == XDtype::kFp16 && x.dtype == XDtype::kFp32) {
+      p.weights_f16.resize(size_t(p.n * p.k));
+      const auto* src = static_cast<const uint16_t*>(w.cptr);
+      for (int64_t r = 0; r < p.k; ++r) {
+        for (int64_t c = 0; c < p.n; ++c) p.weights_f16[size_t(c * p.k + r)] = src[r * p.n + c];
+      }
     } else if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32) {
       p.weights.resize(size_t(p.n * p.k));
       const int64_t in_shape[2] = {p.k, p.n}, perm[2] = {1, 0};

@@ -23,6 +23,7 @@ namespace hf2pte::xnn {
 /// Element types we execute (a subset of fb_xnnpack::XNNDatatype, same numbers).
 enum class XDtype : int16_t {
   kFp32 = 1,
+  kFp16 = 2,  ///< constant FullyConnected filters (and biases) only: fp32 x fp16 -> fp32
   kQInt8 = 3,
   kQUInt8 = 4,
   kQInt32 = 5,
@@ -109,6 +110,10 @@ struct FullyConnectedParams {
   /// An fp32 [n, k] filter (XNNPACK's default layout) read in place from the
   /// program (no copy); set exactly when `weights` is empty on the float path.
   const float* weights_nk = nullptr;
+  /// fp16 filters ([n, k], converted to float inside the GEMV): read in place
+  /// when serialized [n, k], else transposed into `weights_f16` at init.
+  std::vector<uint16_t> weights_f16;
+  const uint16_t* weights_nk_f16 = nullptr;
   std::vector<float> bias_f;     ///< [n] or empty, float path
   std::vector<int8_t> weights_q;  ///< [n, k], quantized path
   std::vector<int32_t> bias_q;    ///< [n] or empty, quantized path

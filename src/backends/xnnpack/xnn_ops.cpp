@@ -492,7 +492,12 @@ Status Runner::exec(const XNode& n, const FullyConnectedParams& p) {
     } else {
       const float* in = static_cast<const float*>(x->data);
       const float* bias = p.bias_f.empty() ? nullptr : p.bias_f.data();
-      kernels::gemm_f32_nt(rows, p.n, p.k, in, p.weights_nk != nullptr ? p.weights_nk : p.weights.data(), outp, bias);
+      const uint16_t* w16 = p.weights_nk_f16 != nullptr ? p.weights_nk_f16 : p.weights_f16.empty() ? nullptr : p.weights_f16.data();
+      if (w16 != nullptr) {
+        kernels::gemm_f32_f16nt(rows, p.n, p.k, in, w16, outp, bias);
+      } else {
+        kernels::gemm_f32_nt(rows, p.n, p.k, in, p.weights_nk != nullptr ? p.weights_nk : p.weights.data(), outp, bias);
+      }
     }
     if (std::isfinite(n.out_min) || std::isfinite(n.out_max)) {
       for (int64_t i = 0, e = rows * p.n; i < e; ++i) outp[i] = clamp_om(n, outp[i]);

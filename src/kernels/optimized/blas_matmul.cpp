@@ -148,6 +148,28 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, cons
   });
 }
 
+void gemm_f32_f16nt(int64_t M, int64_t N, int64_t K, const float* A, const uint16_t* W, float* C, const float* bias) {
+  if (M * N == 0) return;
+  const SimdKernels& simd_k = simd();
+  if (M == 1) {  // as gemm_f32_nt: one sequential row per output, rows split evenly
+    parallel_for(N, N * K < 65536 ? N : 16, [&](int64_t n0, int64_t n1) {
+      simd_k.gemv_t_f16(A, W, C, K, K, n0, n1);
+      if (bias != nullptr) {
+        for (int64_t n = n0; n < n1; ++n) C[n] += bias[n];
+      }
+    });
+    return;
+  }
+  parallel_for(N, gemm_column_grain(M, K), [&](int64_t n0, int64_t n1) {
+    float* w = thread_scratch_floats(size_t((n1 - n0) * K));
+    simd_k.half_to_float_row(W + n0 * K, w, (n1 - n0) * K);
+    if (bias != nullptr) {
+      for (int64_t i = 0; i < M; ++i) std::copy(bias + n0, bias + n1, C + i * N + n0);
+    }
+    sgemm_1t(true, M, n1 - n0, K, 1.0f, A, K, w, K, bias != nullptr ? 1.0f : 0.0f, C + n0, N);
+  });
+}
+
 /// Rows per batch up to which batched_gemm_f32 runs GEMVs instead of sgemm.
 constexpr int64_t kGemvRows = 8;
 /// ... when K and N are at least this (narrow heads, e.g. head_dim 8, stay sgemm).

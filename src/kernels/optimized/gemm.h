@@ -24,6 +24,11 @@ const char* gemm_engine();
 /// over row blocks, larger M a single-threaded sgemm per column block.
 void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias);
 
+/// gemm_f32_nt with W in fp16 (IEEE half, [N, K]): decode converts each row
+/// inside the dot product (half the bytes streamed); M > 1 converts each
+/// column block to float once, then sgemm.
+void gemm_f32_f16nt(int64_t M, int64_t N, int64_t K, const float* A, const uint16_t* W, float* C, const float* bias);
+
 /// C[b] = A[b] B[b] for b < batch: A[b] [M,K], B[b] [K,N] (or [N,K] when
 /// `trans_b`), C[b] [M,N], all contiguous. Batches across the pool; M <= 8 is
 /// a SIMD GEMV per row (decode attention, GQA groups; M > 1 only when K and

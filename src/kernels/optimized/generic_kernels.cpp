@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/scalar_type.h"
 #include "kernels/optimized/simd_kernels.h"
 
 namespace hf2pte::kernels {
@@ -52,14 +53,27 @@ void select_row(const bool* c, const float* s, float o, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = c[i] ? s[i] : o;
 }
 
+void gemv_t_f16(const float* x, const uint16_t* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint16_t* row = w + n * ldw;
+    float s = 0;
+    for (int64_t k = 0; k < K; ++k) s += x[k] * half_to_float(row[k]);
+    y[n] = s;
+  }
+}
+
+void half_to_float_row(const uint16_t* w, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = half_to_float(w[i]);
+}
+
 void sigmoid_row(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
 }
 
 }  // namespace
 
-const SimdKernels kKernels{"generic", gemv, gemv_t, softmax_row, dot_rows_narrow, axpy_rows_narrow, select_row,
-                           sigmoid_row};
+const SimdKernels kKernels{"generic",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
+                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row};
 }  // namespace generic
 
 const SimdKernels& simd() {

@@ -25,6 +25,10 @@ struct SimdKernels {
   bool (*axpy_rows_narrow)(const float* a, const float* b, float* c, int64_t k, int64_t d);
   /// y[i] = c[i] ? s[i] : o for i < n (the attention mask's where).
   void (*select_row)(const bool* c, const float* s, float o, float* y, int64_t n);
+  /// gemv_t with fp16 (IEEE half) rows: y[n] = sum_k x[k] * float(w[n * ldw + k]).
+  void (*gemv_t_f16)(const float* x, const uint16_t* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1);
+  /// y[i] = float(w[i]) for i < n.
+  void (*half_to_float_row)(const uint16_t* w, float* y, int64_t n);
   /// y[i] = 1 / (1 + exp(-x[i])) for i < n (SiLU's sigmoid).
   void (*sigmoid_row)(const float* x, float* y, int64_t n);
 };

@@ -12,6 +12,7 @@
 #include "backends/xnnpack/serialize.h"
 #include "backends/xnnpack/sha256.h"
 #include "backends/xnnpack/xnn_payload.h"
+#include "core/scalar_type.h"
 #include "graph/constant.h"
 
 namespace hf2pte::xnn {
@@ -183,6 +184,52 @@ TEST(XnnPartition, StreamedWeightsAreWrittenInTheCheckpointLayout) {
       EXPECT_EQ(fc->flags(), 0u);
       const auto* f = v->graph->xvalues()->Get(fc->filter_id())->xvalue_union_as_XNNTensorValue();
       EXPECT_EQ(std::vector<uint32_t>(f->dims()->begin(), f->dims()->end()), (std::vector<uint32_t>{3, 4}));
+    }
+  }
+  EXPECT_EQ(fcs, 1);
+}
+
+// PartitionOptions::fc_filter_dtype = half: the same filter converted while
+// streaming, datatype fp16 in the payload, the SHA-256 key of the half bytes.
+TEST(XnnPartition, HalfFiltersAreConvertedWhileStreaming) {
+  graph::Graph g;
+  auto x = g.add_input("x", {ScalarType::kFloat, {2, 4}, {}});
+  std::vector<float> w(12);  // [3 out, 4 in]
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i) * 0.1f - 0.5f;
+  auto wb = std::make_shared<std::vector<uint8_t>>(bytes_of(w));
+  graph::ConstantRecipe r;
+  r.source = {"w", ScalarType::kFloat, {3, 4}, *wb, wb};
+  r.transpose = true;
+  auto wt = g.add_constant("w.T", graph::make_constant(r));
+  auto y = g.add(OpId::MmOut, {x, wt}, "y");
+  ASSERT_TRUE(y.is_ok()) << y.status().message();
+  auto m = g.add(OpId::MeanOut, {*y, graph::IntList{1}, true}, "m");
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  g.set_outputs({*m});
+  PartitionOptions options;
+  options.fc_filter_dtype = ScalarType::kHalf;
+  auto stats = partition_for_xnnpack(g, options);
+  ASSERT_TRUE(stats.is_ok()) << stats.status().message();
+  ASSERT_EQ(g.delegates().size(), 1u);
+  const auto& d = g.delegates()[0];
+  ASSERT_EQ(d.named.size(), 1u);
+  std::vector<uint8_t> half;
+  for (float f : w) {
+    const uint16_t h = float_to_half(f);
+    half.push_back(uint8_t(h & 0xFF));
+    half.push_back(uint8_t(h >> 8));
+  }
+  EXPECT_EQ(streamed(d.named[0].data), half);
+  EXPECT_EQ(d.named[0].key, sha256_hex(half.data(), half.size()));
+  auto v = verify_payload(d.payload);
+  ASSERT_TRUE(v.is_ok()) << v.status().message();
+  int fcs = 0;
+  for (const auto* n : *v->graph->xnodes()) {
+    if (const auto* fc = n->xnode_union_as_XNNFullyConnected()) {
+      ++fcs;
+      const auto* f = v->graph->xvalues()->Get(fc->filter_id())->xvalue_union_as_XNNTensorValue();
+      EXPECT_EQ(f->datatype(), fbx::XNNDatatype::fp16);
+      EXPECT_EQ(fc->flags(), 0u);
     }
   }
   EXPECT_EQ(fcs, 1);

@@ -3,6 +3,8 @@
 // (hostile input -> error, never a crash) and the fp32 node set LLMs use.
 #include <gtest/gtest.h>
 
+#include "core/scalar_type.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -52,6 +54,21 @@ class PayloadBuilder {
     auto tv = fb::CreateXNNTensorValueDirect(fbb_, dt, uint32_t(dims.size()), &dims, cidx, kInvalidId, 0, id);
     auto q = fb::CreateXNNQuantizedTensorValue(fbb_, tv, qt, qp);
     values_.push_back(fb::CreateXValue(fbb_, fb::XValueUnion::XNNQuantizedTensorValue, q.Union()));
+    return id;
+  }
+  /// An fp16 constant holding `data` rounded to half.
+  uint32_t half_value(std::vector<uint32_t> dims, const std::vector<float>& data) {
+    const uint32_t cidx = uint32_t(constants_.size());
+    constants_.push_back(fb::CreateConstantDataOffset(fbb_, region_.size(), data.size() * 2));
+    for (float f : data) {
+      const uint16_t h = float_to_half(f);
+      region_.push_back(uint8_t(h & 0xFF));
+      region_.push_back(uint8_t(h >> 8));
+    }
+    const uint32_t id = uint32_t(values_.size());
+    auto tv = fb::CreateXNNTensorValueDirect(fbb_, fb::XNNDatatype::fp16, uint32_t(dims.size()), &dims, cidx, kInvalidId,
+                                             0, id);
+    values_.push_back(fb::CreateXValue(fbb_, fb::XValueUnion::XNNTensorValue, tv.Union()));
     return id;
   }
   uint32_t input(std::vector<uint32_t> dims) { return value(std::move(dims), next_ext_++, 1); }
@@ -239,6 +256,42 @@ TEST(XnnOps, FullyConnectedTransposedWeights) {
   VectorBinder out;
   ASSERT_TRUE(run(b.finish(), {{{1, 2}, {1, 1}}}, out).is_ok());
   EXPECT_EQ(out.data[1], (std::vector<float>{3, 7, 11}));
+}
+
+// fp32 activations x fp16 filter -> fp32 (XNNPACK's weight-only half path),
+// both filter layouts, two rows (the sgemm path after widening) and one (the
+// half GEMV); values chosen exact in half, so the sums are exact too.
+TEST(XnnOps, FullyConnectedWithHalfFilters) {
+  for (bool transposed : {false, true}) {
+    for (uint32_t rows : {1u, 2u}) {
+      PayloadBuilder b;
+      uint32_t x = b.input({rows, 2});
+      // Logical W [out 3, in 2] = {{1, 2}, {3, 4}, {5, 0.5}}.
+      uint32_t w = transposed ? b.half_value({2, 3}, {1, 3, 5, 2, 4, 0.5f}) : b.half_value({3, 2}, {1, 2, 3, 4, 5, 0.5f});
+      uint32_t bias = b.half_value({3}, {0.25f, 0, -1});
+      uint32_t y = b.output({rows, 3});
+      b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), x, w, bias, y, transposed ? 1 : 0).Union());
+      VectorBinder out;
+      std::vector<float> in = rows == 1 ? std::vector<float>{1, 1} : std::vector<float>{1, 1, 2, -1};
+      auto st = run(b.finish(), {{{int64_t(rows), 2}, in}}, out);
+      ASSERT_TRUE(st.is_ok()) << st.message();
+      std::vector<float> want = {3.25f, 7, 4.5f};
+      if (rows == 2) want.insert(want.end(), {0.25f, 2, 8.5f});
+      EXPECT_EQ(out.data[1], want) << "transposed " << transposed << ", rows " << rows;
+    }
+  }
+}
+
+TEST(XnnOps, HalfValuesOutsideFullyConnectedFiltersAreRefused) {
+  PayloadBuilder b;
+  uint32_t x = b.input({2});
+  uint32_t c = b.half_value({2}, {1, 2});
+  uint32_t y = b.output({2});
+  b.binary(fb::XNodeUnion::XNNAdd, x, c, y);
+  VectorBinder out;
+  auto st = run(b.finish(), {{{2}, {1, 1}}}, out);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("fp16"), std::string::npos) << st.message();
 }
 
 TEST(XnnOps, AttentionShapedChain) {

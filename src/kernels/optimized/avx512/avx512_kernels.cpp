@@ -93,6 +93,42 @@ void gemv_t(const float* x, const float* w, float* y, int64_t K, int64_t ldw, in
   }
 }
 
+/// 16 halfs (or the first `m` lanes) as floats.
+inline __m512 load_half(const uint16_t* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+inline __m512 load_half(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// gemv_t on fp16 rows: the same single sequential stream per row, at half
+// the bytes; each 16 halfs widen to floats (vcvtph2ps) before the FMA.
+void gemv_t_f16(const float* x, const uint16_t* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint16_t* row = w + n * ldw;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t k = 0;
+    for (; k + 64 <= K; k += 64) {
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), load_half(row + k), a0);
+      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16), load_half(row + k + 16), a1);
+      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 32), load_half(row + k + 32), a2);
+      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 48), load_half(row + k + 48), a3);
+    }
+    for (; k < K; k += 16) {
+      const __mmask16 m = tail_mask(K - k);
+      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), load_half(row + k, m), a0);
+    }
+    y[n] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  }
+}
+
+void half_to_float_row(const uint16_t* w, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, m, load_half(w + i, m));
+  }
+}
+
 // exp(x) for x <= 0 (softmax after subtracting the max): 2^n * p(r), Cephes
 // expf polynomial on r in [-ln2/2, ln2/2]; below -87.3 the result is 0, as
 // std::exp underflows (to a denormal) there.
@@ -270,8 +306,8 @@ void sigmoid_row(const float* x, float* y, int64_t n) {
 
 }  // namespace
 
-const SimdKernels kKernels{"avx512", gemv, gemv_t, softmax_row, dot_rows_narrow, axpy_rows_narrow, select_row,
-                           sigmoid_row};
+const SimdKernels kKernels{"avx512",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
+                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row};
 }  // namespace avx512
 
 }  // namespace hf2pte::kernels

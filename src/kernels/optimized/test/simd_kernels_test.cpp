@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/scalar_type.h"
 #include "kernels/optimized/simd_kernels.h"
 
 namespace hf2pte::kernels {
@@ -162,6 +163,27 @@ TEST(SimdKernels, SigmoidRowMatchesReference) {
     float nan = NAN, y = 0;
     k->sigmoid_row(&nan, &y, 1);
     EXPECT_TRUE(std::isnan(y)) << k->isa;
+  }
+}
+
+TEST(SimdKernels, HalfRowsMatchReference) {
+  for (const auto* k : tables()) {
+    for (auto [K, N] : std::vector<std::array<int64_t, 2>>{{1, 3}, {64, 37}, {100, 5}, {768, 9}}) {
+      auto x = random(size_t(K), 13), wf = random(size_t(K * N), 14);
+      std::vector<uint16_t> w(wf.size());
+      for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_half(wf[i]);
+      std::vector<float> y(size_t(N) + 1, 42.0f), widened(w.size() + 1, 42.0f);
+      k->gemv_t_f16(x.data(), w.data(), y.data(), K, K, 1, N);
+      k->half_to_float_row(w.data(), widened.data(), int64_t(w.size()));
+      EXPECT_EQ(y[0], 42.0f) << k->isa << " wrote before n0";
+      EXPECT_EQ(widened.back(), 42.0f) << k->isa << " wrote past n";
+      for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(widened[i], half_to_float(w[i])) << k->isa << " i=" << i;
+      for (int64_t n = 1; n < N; ++n) {
+        double ref = 0;
+        for (int64_t i = 0; i < K; ++i) ref += double(x[size_t(i)]) * half_to_float(w[size_t(n * K + i)]);
+        ASSERT_NEAR(y[size_t(n)], ref, 1e-5 * (1 + K)) << k->isa << " K=" << K << " n=" << n;
+      }
+    }
   }
 }
 
