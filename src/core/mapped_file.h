@@ -29,7 +29,7 @@ class MappedFile {
   /// mapping: its pages leave our resident set (they stay in the page cache), so
   /// streaming a large checkpoint keeps peak RSS small. Only whole pages inside
   /// the range are released. Only for file mappings: on anonymous memory
-  /// (from_bytes) it would zero the pages; callers check is_mapped().
+  /// (from_bytes) MADV_DONTNEED would zero the pages (see is_mapped()).
   static void release_pages(const void* data, size_t size);
   /// True when the bytes are a file mapping (open), false for from_bytes.
   bool is_mapped() const { return mapped_; }

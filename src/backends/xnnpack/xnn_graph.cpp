@@ -531,11 +531,10 @@ void pack_float_filter(FullyConnectedParams& p, const XValue& w, bool transposed
   }
 }
 
-// The filter once, as [n, k] (decode's GEMV then reads each output's weights
-// as one sequential row): fp32 [n, k] read in place, fp32 [k, n] (the
-// transposed flag) transposed into p.weights and its pages in the file given
-// back, weight-only quantized filters dequantized, int8 (static quantization)
-// repacked.
+// The filter once: fp32 and fp16 [n, k] read in place (decode's GEMV reads
+// each output's weights as one sequential row), fp32 [k, n] read in place too
+// (row-chunk GEMV), weight-only quantized filters dequantized to [n, k], int8
+// (static quantization) repacked.
 Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
   FullyConnectedParams p;
   HF2PTE_ASSIGN_OR_RETURN(p.input, resolve(t->input1_id(), "input1_id"));
@@ -579,12 +578,10 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
         for (int64_t c = 0; c < p.n; ++c) p.weights_f16[size_t(c * p.k + r)] = src[r * p.n + c];
       }
     } else if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32) {
-      p.weights.resize(size_t(p.n * p.k));
-      const int64_t in_shape[2] = {p.k, p.n}, perm[2] = {1, 0};
-      if (!kernels::permute_4byte(w.cptr, p.weights.data(), in_shape, perm)) pack_float_filter(p, w, transposed);
-      if (w.constant.empty() && file_ != nullptr) {
-        file_->release_pages({static_cast<const uint8_t*>(w.cptr), size_t(p.n * p.k) * sizeof(float)});
-      }
+      // [k, n] (the transpose flag: hf2pte files before session 5, upstream's
+      // mm) is read in place too: transposing it at init took 19 s for
+      // bench-1b, against 0.6 s to load a [n, k] file.
+      p.weights_kn = static_cast<const float*>(w.cptr);
     } else {
       pack_float_filter(p, w, transposed);
     }

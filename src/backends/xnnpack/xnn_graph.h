@@ -99,17 +99,18 @@ struct BinaryParams {
   BinaryKind kind;
   uint32_t input1, input2, output;
 };
-/// y = x·Wᵀ + b. The filter is held as [n, k] float (fp32, read in place when
-/// serialized that way, else packed at init; weight-only quant dequantized)
-/// or as int8 for the static-quant path.
+/// y = x·Wᵀ + b. fp32 and fp16 filters are read in place in their serialized
+/// layout; weight-only quantized ones are dequantized to [n, k] float; static
+/// int8 ones repacked.
 struct FullyConnectedParams {
   uint32_t input, filter, bias, output;
   int64_t n = 0, k = 0;
   bool quantized = false;        ///< qint8 input/output: integer accumulation
   std::vector<float> weights;    ///< [n, k] packed at init, float path, when not read in place
-  /// An fp32 [n, k] filter (XNNPACK's default layout) read in place from the
-  /// program (no copy); set exactly when `weights` is empty on the float path.
-  const float* weights_nk = nullptr;
+  /// fp32 filters read in place from the program (no copy); one is set
+  /// exactly when `weights` is empty on the fp32 float path.
+  const float* weights_nk = nullptr;  ///< serialized [n, k] (XNNPACK's default layout, what hf2pte writes)
+  const float* weights_kn = nullptr;  ///< serialized [k, n] (the transpose flag)
   /// fp16 filters ([n, k], converted to float inside the GEMV): read in place
   /// when serialized [n, k], else transposed into `weights_f16` at init.
   std::vector<uint16_t> weights_f16;

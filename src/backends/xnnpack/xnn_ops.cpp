@@ -495,6 +495,8 @@ Status Runner::exec(const XNode& n, const FullyConnectedParams& p) {
       const uint16_t* w16 = p.weights_nk_f16 != nullptr ? p.weights_nk_f16 : p.weights_f16.empty() ? nullptr : p.weights_f16.data();
       if (w16 != nullptr) {
         kernels::gemm_f32_f16nt(rows, p.n, p.k, in, w16, outp, bias);
+      } else if (p.weights_kn != nullptr) {
+        kernels::gemm_f32(rows, p.n, p.k, 1.0f, in, p.weights_kn, 0.0f, outp, bias);
       } else {
         kernels::gemm_f32_nt(rows, p.n, p.k, in, p.weights_nk != nullptr ? p.weights_nk : p.weights.data(), outp, bias);
       }
