@@ -14,6 +14,7 @@
 
 #include "backends/xnnpack/sha256.h"
 #include "backends/xnnpack/xnn_payload.h"
+#include "backends/xnnpack/weight_store.h"
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "export/exporter.h"
 #include "kernels/portable/kernels.h"
@@ -149,6 +150,21 @@ TEST_P(XnnpackExportFp16Weights, FiltersAreFp16AndLogitsStayNearReference) {
   std::printf("[ fp16 weights ] %s: max |logit - reference| %s\n", GetParam().c_str(), diff_text(diff).c_str());
   double worst = test::expect_decode_reproduces_greedy(dir, path, portable_registry(), kFp16WeightsLogitsAtol);
   RecordProperty("max_abs_step_logit_diff", diff_text(worst));
+}
+
+// --huge-pages (WeightPlacement::kHugePages): every fp32 / fp16 filter is
+// copied into huge-page memory at init; the copies must compute what the
+// mapped file does, against the fixtures' references.
+TEST_P(XnnpackExportFp16Weights, HugePageWeightsMatchReference) {
+  const std::string dir = test::repo_path("tests/data/fixtures/" + GetParam());
+  const std::string fp32 = export_xnnpack(dir, GetParam()), fp16 = export_xnnpack(dir, GetParam(), ScalarType::kHalf);
+  xnn::set_weight_placement(xnn::WeightPlacement::kHugePages);
+  const double diff = test::expect_full_sequence_logits(dir, fp32, portable_registry(), kLogitsAtol);
+  const double worst = test::expect_decode_reproduces_greedy(dir, fp32, portable_registry(), kLogitsAtol);
+  const double diff16 = test::expect_full_sequence_logits(dir, fp16, portable_registry(), kFp16WeightsLogitsAtol);
+  xnn::set_weight_placement(xnn::WeightPlacement::kInPlace);
+  RecordProperty("max_abs_logit_diff", diff_text(std::max({diff, worst})));
+  RecordProperty("max_abs_logit_diff_fp16", diff_text(diff16));
 }
 
 std::string case_name(const ::testing::TestParamInfo<std::string>& info) {

@@ -15,10 +15,12 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   cmd->add_option("--prompt-len", a.prompt_len, "prompt tokens for the prefill (default 128)");
   cmd->add_option("--gen", a.gen, "decode steps (default 64)");
   cmd->add_option("--threads", a.threads, "kernel threads (default: all cores)");
+  cmd->add_flag("--huge-pages", a.huge_pages, kHugePagesHelp);
   return cmd;
 }
 
 int run_bench(const BenchArgs& a) {
+  apply_huge_pages(a.huge_pages);
   bench::BenchOptions o;
   o.prompt_len = a.prompt_len;
   o.gen = a.gen;

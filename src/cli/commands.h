@@ -13,6 +13,12 @@
 
 namespace hf2pte::cli {
 
+/// --huge-pages (generate, bench): the help text, and applying it before a program loads.
+inline constexpr const char* kHugePagesHelp =
+    "copy the linear layers' weights into huge pages at load: slower load, faster decode on large models "
+    "(default: read them in place from the file)";
+void apply_huge_pages(bool on);
+
 /// Prints `st` as the one-line CLI error and returns its exit code (2 input, 1 ours).
 int fail(const Status& st);
 
@@ -36,6 +42,7 @@ struct GenerateArgs {
   std::string system;                      ///< --system: a system message before the user turn (--chat)
   std::vector<std::string> template_vars;  ///< --template-var NAME=VALUE, passed to the chat template
   bool print_prompt = false;               ///< print the (rendered) prompt text and exit
+  bool huge_pages = false;                 ///< --huge-pages: XNNPACK filters copied into huge pages
   int threads = 0;    ///< kernel threads (0: all cores)
   CLI::Option* prompt_opt = nullptr;
   CLI::Option* system_opt = nullptr;  // tells "--system ''" from absent
@@ -51,8 +58,9 @@ Result<std::vector<int64_t>> parse_id_list(const std::string& s, const char* fla
 struct BenchArgs {
   std::string pte;
   int prompt_len = 128, gen = 64, threads = 0;
+  bool huge_pages = false;  ///< --huge-pages (as generate)
 };
-/// `hf2pte bench OUT.pte [--prompt-len 128] [--gen 64] [--threads N]`
+/// `hf2pte bench OUT.pte [--prompt-len 128] [--gen 64] [--threads N] [--huge-pages]`
 CLI::App* add_bench_command(CLI::App& app, BenchArgs& a);
 int run_bench(const BenchArgs& a);
 

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/xnnpack/weight_store.h"
 #include "cli/commands.h"
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"
@@ -55,10 +56,16 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a) {
       ->allow_extra_args(false);  // one NAME=VALUE per flag: a following positional stays positional
   gen->add_flag("--print-prompt", a.print_prompt, "print the prompt text (the rendered chat template with --chat) and exit");
   gen->add_option("--threads", a.threads, "kernel threads (default: all cores)");
+  gen->add_flag("--huge-pages", a.huge_pages, kHugePagesHelp);
   return gen;
 }
 
+void apply_huge_pages(bool on) {
+  if (on) xnn::set_weight_placement(xnn::WeightPlacement::kHugePages);
+}
+
 int run_generate(const GenerateArgs& a) {
+  apply_huge_pages(a.huge_pages);
   const bool text_prompt = a.prompt_opt != nullptr && a.prompt_opt->count() > 0;
   if (!text_prompt && a.prompt_ids.empty()) {
     return fail(make_error(ErrorCode::kInvalidArgument, "generate needs --prompt TEXT or --prompt-ids 1,2,3 (command line)"));

@@ -96,6 +96,10 @@ Result<std::shared_ptr<PteFile>> PteFile::open(const std::string& path) {
   return file;
 }
 
+void PteFile::release_pages(std::span<const uint8_t> bytes) const {
+  if (mapping_ != nullptr && mapping_->is_mapped()) MappedFile::release_pages(bytes.data(), bytes.size());
+}
+
 Result<std::shared_ptr<PteFile>> PteFile::from_bytes(std::vector<uint8_t> bytes, std::string name) {
   std::shared_ptr<PteFile> file(new PteFile());
   file->name_ = std::move(name);

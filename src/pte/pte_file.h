@@ -57,6 +57,10 @@ class PteFile {
   Result<std::span<const uint8_t>> mutable_data(uint32_t data_buffer_idx, size_t nbytes) const;
   /// Whole segment named by `Program.named_data[key]`.
   Result<std::span<const uint8_t>> named_data(std::string_view key) const;
+  /// Says a caller keeps its own copy of `bytes` (part of this file): their
+  /// pages leave the resident set when the file is mapped (no-op otherwise;
+  /// reading them again faults them back in from the page cache).
+  void release_pages(std::span<const uint8_t> bytes) const;
   /// Payload of a backend delegate (inline data or a segment).
   Result<std::span<const uint8_t>> delegate_data(const executorch_flatbuffer::BackendDelegateDataReference& ref) const;
 

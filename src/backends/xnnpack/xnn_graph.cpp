@@ -403,6 +403,21 @@ class Compiler {
     return Status::ok();
   }
 
+  /// An [n, k] fp32/fp16 filter copied into huge-page memory (weight_store.h);
+  /// its pages in the mapped file are given back.
+  Status copy_to_huge_pages(FullyConnectedParams& p, const XValue& w) {
+    const size_t bytes = size_t(packed_bytes(w));
+    HF2PTE_ASSIGN_OR_RETURN(p.huge_copy, allocate_weights(bytes));
+    std::memcpy(p.huge_copy.data, w.cptr, bytes);
+    if (w.dtype == XDtype::kFp16) {
+      p.weights_nk_f16 = static_cast<const uint16_t*>(p.huge_copy.data);
+    } else {
+      p.weights_nk = static_cast<const float*>(p.huge_copy.data);
+    }
+    if (w.constant.empty() && file_ != nullptr) file_->release_pages({static_cast<const uint8_t*>(w.cptr), bytes});
+    return Status::ok();
+  }
+
   Status add_node(const fb::XNode* xn) {
     XNode n;
     const fb::XNodeUnion type = xn->xnode_union_type();
@@ -565,7 +580,10 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
     HF2PTE_CHECK_OR_RETURN(w.dtype != XDtype::kQUInt8 && w.dtype != XDtype::kInt32 && w.dtype != XDtype::kQInt32 &&
                                w.dtype != XDtype::kQCInt32,
                            kNotSupported, "filter datatype {} with fp32 input", xdtype_name(w.dtype));
-    if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32 && !transposed) {
+    if (pack_ && weight_placement() == WeightPlacement::kHugePages && !transposed && x.dtype == XDtype::kFp32 &&
+        (w.dtype == XDtype::kFp32 || w.dtype == XDtype::kFp16)) {
+      HF2PTE_RETURN_IF_ERROR(copy_to_huge_pages(p, w));
+    } else if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32 && !transposed) {
       p.weights_nk = static_cast<const float*>(w.cptr);  // read in place: no copy
     } else if (w.dtype == XDtype::kFp16 && x.dtype == XDtype::kFp32 && !transposed) {
       p.weights_nk_f16 = static_cast<const uint16_t*>(w.cptr);  // read in place, converted in the GEMV

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "backends/xnnpack/weight_store.h"
 #include "core/status.h"
 
 namespace hf2pte::pte {
@@ -111,6 +112,9 @@ struct FullyConnectedParams {
   /// exactly when `weights` is empty on the fp32 float path.
   const float* weights_nk = nullptr;  ///< serialized [n, k] (XNNPACK's default layout, what hf2pte writes)
   const float* weights_kn = nullptr;  ///< serialized [k, n] (the transpose flag)
+  /// With WeightPlacement::kHugePages: the [n, k] copy weights_nk or
+  /// weights_nk_f16 points into (held here).
+  WeightBlock huge_copy;
   /// fp16 filters ([n, k], converted to float inside the GEMV): read in place
   /// when serialized [n, k], else transposed into `weights_f16` at init.
   std::vector<uint16_t> weights_f16;

@@ -275,3 +275,30 @@ TEST(PteFile, OpenMissingFileIsIoError) {
 }  // namespace
 }  // namespace hf2pte::pte
 
+namespace hf2pte::pte {
+namespace {
+
+// Releasing pages must never change what the file reads: a mapped file faults
+// them back in; in-memory bytes (from_bytes) are anonymous memory, where the
+// kernel would zero them, so nothing may be released there.
+TEST(PteFileReleasePages, BytesReadTheSameAfterwards) {
+  std::vector<uint8_t> bytes = read_bytes(kConformance + "add.pte");
+  ASSERT_FALSE(bytes.empty());
+  bytes.resize(bytes.size() + (size_t(1) << 18), 0xAB);  // whole pages of trailing data
+  const std::vector<uint8_t> expect = bytes;
+  auto memory = PteFile::from_bytes(bytes, "padded.pte");
+  ASSERT_TRUE(memory.is_ok()) << memory.status().message();
+  (*memory)->release_pages((*memory)->file_bytes());
+  EXPECT_TRUE(std::equal(expect.begin(), expect.end(), (*memory)->file_bytes().begin(), (*memory)->file_bytes().end()));
+
+  const std::string path = ::testing::TempDir() + "padded.pte";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(expect.data()), std::streamsize(expect.size()));
+  auto mapped = PteFile::open(path);
+  ASSERT_TRUE(mapped.is_ok()) << mapped.status().message();
+  (*mapped)->release_pages((*mapped)->file_bytes());
+  EXPECT_TRUE(std::equal(expect.begin(), expect.end(), (*mapped)->file_bytes().begin(), (*mapped)->file_bytes().end()));
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace hf2pte::pte
