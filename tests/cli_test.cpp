@@ -117,7 +117,8 @@ TEST(Cli, BenchReportsRatesBytesAndTheProgramsPeakMemory) {
   ASSERT_EQ(ex.exit_code, 0) << ex.err;
   auto r = run_cli("bench " + dir + "/m.pte --prompt-len 4 --gen 4 --threads 1", dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* line : {"first step", "prefill: 4 tokens", "decode:  4 tokens", "decode share of the bandwidth limit"}) {
+  for (const char* line : {"first step", "prefill: 4 tokens", "decode:  4 tokens", "decode share of the bandwidth limit",
+                           "decode share, block by block"}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   }
   double mb = -1, rss = -1;

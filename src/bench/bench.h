@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "runtime/program.h"
@@ -26,11 +27,17 @@ struct BenchResult {
   uint64_t weight_elements_per_token = 0;  ///< their elements (2 flops each in a linear layer)
   double bandwidth_gb_s = 0;            ///< measured read bandwidth, same threads (best before/after)
   double decode_bandwidth_share = 0;    ///< weight bytes/token * tok/s / bandwidth
+  /// Median over decode blocks of each block's share against a probe taken
+  /// right before it (the host's bandwidth moves between blocks).
+  double decode_bandwidth_share_per_block = 0;
+  int decode_share_blocks = 0;
   double peak_rss_mib = 0;              ///< from loading the program to the end of decode (not the probe)
 };
 
 /// Streams a buffer larger than the caches with `threads` threads; best of 5 (GB/s).
 double measure_read_bandwidth(int threads, size_t bytes = size_t(1) << 30);
+/// The same over a caller's (already touched) buffer, best of `reps`.
+double measure_read_bandwidth(int threads, const std::vector<uint64_t>& buf, int reps);
 
 /// Constant tensors one decode step of `forward` reads: every constant an
 /// instruction uses, counted once, except embedding tables (one row per token),

@@ -42,6 +42,9 @@ int run_bench(const BenchArgs& a) {
               100.0 * r->decode_bandwidth_share,
               r->bandwidth_gb_s * 1e9 / double(std::max<uint64_t>(r->weight_bytes_per_token, 1)),
               double(r->weight_bytes_per_token) * r->decode_tok_s / 1e9);
+  std::printf("decode share, block by block: %.1f %% (median of %d decode blocks, each against a 256 MiB probe "
+              "taken just before it)\n",
+              100.0 * r->decode_bandwidth_share_per_block, r->decode_share_blocks);
   std::printf("peak RSS: %.1f MiB\n", r->peak_rss_mib);
   return 0;
 }
