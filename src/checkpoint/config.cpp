@@ -193,6 +193,16 @@ Status must_be_positive(std::string_view key, int64_t v, const std::string& wher
   return Status::ok();
 }
 
+/// More layers than any model has: the count sizes per-layer tables before any
+/// weight is read, so a hostile config must not reach them.
+constexpr int64_t kMaxLayers = 4096;
+
+Status layer_count_in_range(std::string_view key, int64_t v, const std::string& where) {
+  HF2PTE_CHECK_OR_RETURN(v <= kMaxLayers, kInvalidInput, "{}: field '{}' is too large; expected <= {}, got {} ({})",
+                         json_label(where), key, kMaxLayers, v, where);
+  return Status::ok();
+}
+
 Status must_be_positive_finite(std::string_view key, double v, const std::string& where) {
   HF2PTE_CHECK_OR_RETURN(std::isfinite(v) && v > 0, kInvalidInput,
                          "{}: field '{}' must be positive; expected > 0, got {} ({})", json_label(where), key, v,
@@ -480,6 +490,7 @@ Result<LlamaFamilyConfig> parse_renamed(const json& config, const Defaults& d, c
   HF2PTE_ASSIGN_OR_RETURN(c.hidden_size, required_positive(config, "hidden_size", where));
   HF2PTE_ASSIGN_OR_RETURN(c.intermediate_size, required_positive(config, "intermediate_size", where));
   HF2PTE_ASSIGN_OR_RETURN(c.num_hidden_layers, required_positive(config, "num_hidden_layers", where));
+  HF2PTE_RETURN_IF_ERROR(layer_count_in_range("num_hidden_layers", c.num_hidden_layers, where));
   HF2PTE_ASSIGN_OR_RETURN(c.num_attention_heads, required_positive(config, "num_attention_heads", where));
   HF2PTE_ASSIGN_OR_RETURN(c.vocab_size, required_positive(config, "vocab_size", where));
 
@@ -654,6 +665,7 @@ Result<EncoderConfig> parse_encoder_config(const json& config, const std::string
   const bool distil = d->distilbert_keys;
   HF2PTE_ASSIGN_OR_RETURN(c.hidden_size, positive_or(config, distil ? "dim" : "hidden_size", 768, where));
   HF2PTE_ASSIGN_OR_RETURN(c.num_hidden_layers, positive_or(config, distil ? "n_layers" : "num_hidden_layers", distil ? 6 : 12, where));
+  HF2PTE_RETURN_IF_ERROR(layer_count_in_range(distil ? "n_layers" : "num_hidden_layers", c.num_hidden_layers, where));
   HF2PTE_ASSIGN_OR_RETURN(c.num_attention_heads, positive_or(config, distil ? "n_heads" : "num_attention_heads", 12, where));
   HF2PTE_ASSIGN_OR_RETURN(c.intermediate_size, positive_or(config, distil ? "hidden_dim" : "intermediate_size", 3072, where));
   HF2PTE_ASSIGN_OR_RETURN(c.vocab_size, positive_or(config, "vocab_size", d->vocab_size, where));

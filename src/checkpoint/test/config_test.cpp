@@ -342,6 +342,18 @@ TEST(LlamaFamilyConfig, ValidationErrors) {
   c["hidden_size"] = 0;
   EXPECT_EQ(parse_error(c).message(),
             "config.json: field 'hidden_size' must be positive; expected > 0, got 0 (" + kWhere + ")");
+  // A layer count sizes per-layer tables before any weight is read: bounded,
+  // under GPT-2's name too (fuzz_config found n_layer 322222222222222).
+  c["hidden_size"] = 64;
+  c["num_hidden_layers"] = int64_t(322222222222222);
+  EXPECT_EQ(parse_error(c).message(),
+            "config.json: field 'num_hidden_layers' is too large; expected <= 4096, got 322222222222222 (" + kWhere + ")");
+  json g = {{"model_type", "gpt2"}, {"n_embd", 64}, {"n_head", 4}, {"n_layer", int64_t(322222222222222)},
+            {"vocab_size", 300}, {"n_positions", 64}};
+  EXPECT_NE(parse_error(g).message().find("'num_hidden_layers' is too large"), std::string::npos) << parse_error(g).message();
+  c["num_hidden_layers"] = 4096;
+  EXPECT_TRUE(parse_error(c).is_ok());
+  c["num_hidden_layers"] = 2;
   c["hidden_size"] = 66;  // 66 / 4 heads
   EXPECT_EQ(parse_error(c).message(),
             "config.json: hidden_size must be a multiple of num_attention_heads when head_dim is absent; expected a "
