@@ -74,58 +74,48 @@ void gemv(const float* x, const float* w, const float* bias, float* y, int64_t K
 // sequential stream. (Four rows at once, four streams, read 29-30 GB/s of a
 // 1 GiB matrix on 2 threads where this reads 45-46 GB/s and a plain sum
 // 51-54 GB/s, same run; docs/performance.md.)
-void gemv_t(const float* x, const float* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
-  for (int64_t n = n0; n < n1; ++n) {
-    const float* row = w + n * ldw;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t k = 0;
-    for (; k + 64 <= K; k += 64) {
-      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), _mm512_loadu_ps(row + k), a0);
-      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16), _mm512_loadu_ps(row + k + 16), a1);
-      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 32), _mm512_loadu_ps(row + k + 32), a2);
-      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 48), _mm512_loadu_ps(row + k + 48), a3);
-    }
-    for (; k < K; k += 16) {
-      const __mmask16 m = tail_mask(K - k);
-      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), _mm512_maskz_loadu_ps(m, row + k), a0);
-    }
-    y[n] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-  }
-}
-
-/// 16 halfs (or the first `m` lanes) as floats.
-inline __m512 load_half(const uint16_t* p, __mmask16 m) {
-  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-}
-inline __m512 load_half(const uint16_t* p) {
+/// 16 floats (or the first `m` lanes), and 16 halfs widened to floats (vcvtph2ps).
+inline __m512 load_row(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load_row(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load_row(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+inline __m512 load_row(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// gemv_t on fp16 rows: the same single sequential stream per row, at half
-// the bytes; each 16 halfs widen to floats (vcvtph2ps) before the FMA.
-void gemv_t_f16(const float* x, const uint16_t* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
+/// The row loop of gemv_t for fp32 or fp16 (half the bytes, same stream) rows.
+template <typename T>
+void dot_rows(const float* x, const T* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
   for (int64_t n = n0; n < n1; ++n) {
-    const uint16_t* row = w + n * ldw;
+    const T* row = w + n * ldw;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t k = 0;
     for (; k + 64 <= K; k += 64) {
-      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), load_half(row + k), a0);
-      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16), load_half(row + k + 16), a1);
-      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 32), load_half(row + k + 32), a2);
-      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 48), load_half(row + k + 48), a3);
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), load_row(row + k), a0);
+      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16), load_row(row + k + 16), a1);
+      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 32), load_row(row + k + 32), a2);
+      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 48), load_row(row + k + 48), a3);
     }
     for (; k < K; k += 16) {
       const __mmask16 m = tail_mask(K - k);
-      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), load_half(row + k, m), a0);
+      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), load_row(row + k, m), a0);
     }
     y[n] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
   }
+}
+
+void gemv_t(const float* x, const float* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
+  dot_rows(x, w, y, K, ldw, n0, n1);
+}
+
+// gemv_t on fp16 rows: the same single sequential stream per row.
+void gemv_t_f16(const float* x, const uint16_t* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
+  dot_rows(x, w, y, K, ldw, n0, n1);
 }
 
 void half_to_float_row(const uint16_t* w, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
-    _mm512_mask_storeu_ps(y + i, m, load_half(w + i, m));
+    _mm512_mask_storeu_ps(y + i, m, load_row(w + i, m));
   }
 }
 
