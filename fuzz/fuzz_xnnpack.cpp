@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "kernels/portable/kernels.h"
 #include "pte/pte_file.h"
 #include "runtime/program.h"

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "checkpoint/checkpoint.h"
 #include "export/exporter.h"
 #include "export/interpreter.h"

@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "checkpoint/config.h"
 #include "checkpoint/npy.h"
 #include "checkpoint/safetensors.h"

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "kernels/portable/kernels.h"
 #include "pte/inspect.h"
 #include "runtime/program.h"

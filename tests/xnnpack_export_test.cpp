@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/xnnpack/sha256.h"
-#include "backends/xnnpack/xnn_payload.h"
-#include "backends/xnnpack/weight_store.h"
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/export/sha256.h"
+#include "backends/xnnpack/runtime/xnn_payload.h"
+#include "backends/xnnpack/runtime/weight_store.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "export/exporter.h"
 #include "kernels/portable/kernels.h"
 #include "llm/generator.h"

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "backends/xnnpack/xnn_payload.h"
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/runtime/xnn_payload.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "core/peak_memory.h"
 #include "ops/op_table.h"
 #include "pte/pte_file.h"

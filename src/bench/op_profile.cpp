@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/xnnpack/xnn_graph.h"
+#include "backends/xnnpack/runtime/xnn_graph.h"
 #include "kernels/portable/kernels.h"
 #include "ops/op_table.h"
 #include "runtime/program.h"

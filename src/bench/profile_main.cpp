@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "bench/op_profile.h"
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/xnnpack/weight_store.h"
+#include "backends/xnnpack/runtime/weight_store.h"
 #include "cli/commands.h"
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"

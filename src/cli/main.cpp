@@ -15,7 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "checkpoint/npy.h"
 #include "core/peak_memory.h"
 #include "kernels/optimized/kernels.h"

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/xnnpack/partition.h"
+#include "backends/xnnpack/export/partition.h"
 
 namespace hf2pte::exp {
 
@@ -15,7 +15,7 @@ Status run_partitioner(graph::Program& p, const ExportConfig& c, StageLog& log) 
   if (c.backend != Backend::kXnnpack) {
     return make_error(ErrorCode::kNotSupported, "backend '{}' has no partitioner", backend_name(c.backend));
   }
-  // Each backend is one folder: src/backends/xnnpack/partition.cpp decides what it claims.
+  // Each backend is one folder: src/backends/xnnpack/export/partition.cpp decides what it claims.
   for (auto& g : p.methods) {
     xnn::PartitionOptions options;
     options.fc_filter_dtype = c.linear_weights;

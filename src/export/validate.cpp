@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "export/interpreter.h"
 #include "kernels/portable/kernels.h"
 #include "runtime/program.h"

@@ -26,7 +26,7 @@
 #include "kernels/portable/kernels.h"
 #include "pte/pte_writer.h"
 #include "runtime/program.h"
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 
 namespace hf2pte::exp {
 namespace {

@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include "backends/xnnpack/weight_store.h"
+#include "backends/xnnpack/runtime/weight_store.h"
 #include "core/status.h"
 
 namespace hf2pte::pte {

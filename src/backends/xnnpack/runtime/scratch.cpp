@@ -1,4 +1,4 @@
-#include "backends/xnnpack/scratch.h"
+#include "backends/xnnpack/runtime/scratch.h"
 
 #include <algorithm>
 

@@ -7,8 +7,8 @@
 #include <map>
 #include <unordered_map>
 
-#include "backends/xnnpack/xnn_graph.h"
-#include "backends/xnnpack/xnn_payload.h"
+#include "backends/xnnpack/runtime/xnn_graph.h"
+#include "backends/xnnpack/runtime/xnn_payload.h"
 #include "kernels/optimized/gemm.h"
 #include "core/scalar_type.h"
 #include "pte/pte_file.h"

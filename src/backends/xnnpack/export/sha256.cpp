@@ -1,4 +1,4 @@
-#include "backends/xnnpack/sha256.h"
+#include "backends/xnnpack/export/sha256.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "backends/xnnpack/partition.h"
+#include "backends/xnnpack/export/partition.h"
 
 #include <algorithm>
 #include <set>
@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "backends/xnnpack/serialize.h"
-#include "backends/xnnpack/sha256.h"
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/export/serialize.h"
+#include "backends/xnnpack/export/sha256.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 
 namespace hf2pte::xnn {
 

@@ -1,4 +1,4 @@
-#include "backends/xnnpack/xnn_payload.h"
+#include "backends/xnnpack/runtime/xnn_payload.h"
 
 #include <cstring>
 

@@ -8,10 +8,10 @@
 #include <cstring>
 #include <limits>
 
-#include "backends/xnnpack/partition.h"
-#include "backends/xnnpack/serialize.h"
-#include "backends/xnnpack/sha256.h"
-#include "backends/xnnpack/xnn_payload.h"
+#include "backends/xnnpack/export/partition.h"
+#include "backends/xnnpack/export/serialize.h"
+#include "backends/xnnpack/export/sha256.h"
+#include "backends/xnnpack/runtime/xnn_payload.h"
 #include "core/scalar_type.h"
 #include "graph/constant.h"
 

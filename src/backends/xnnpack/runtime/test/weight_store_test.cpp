@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/xnnpack/weight_store.h"
+#include "backends/xnnpack/runtime/weight_store.h"
 
 namespace hf2pte::xnn {
 namespace {

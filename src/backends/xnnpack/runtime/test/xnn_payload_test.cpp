@@ -10,8 +10,8 @@
 #include <cstring>
 #include <map>
 
-#include "backends/xnnpack/xnn_graph.h"
-#include "backends/xnnpack/xnn_payload.h"
+#include "backends/xnnpack/runtime/xnn_graph.h"
+#include "backends/xnnpack/runtime/xnn_payload.h"
 
 namespace hf2pte::xnn {
 namespace {

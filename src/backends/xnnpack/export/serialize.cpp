@@ -1,4 +1,4 @@
-#include "backends/xnnpack/serialize.h"
+#include "backends/xnnpack/export/serialize.h"
 
 #include <cstring>
 

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <utility>
 
-#include "backends/xnnpack/scratch.h"
-#include "backends/xnnpack/xnn_graph.h"
+#include "backends/xnnpack/runtime/scratch.h"
+#include "backends/xnnpack/runtime/xnn_graph.h"
 #include "kernels/optimized/gemm.h"
 #include "kernels/optimized/thread_pool.h"
 

@@ -1,8 +1,8 @@
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 
 #include <mutex>
 
-#include "backends/xnnpack/xnn_graph.h"
+#include "backends/xnnpack/runtime/xnn_graph.h"
 #include "runtime/tensor.h"
 
 namespace hf2pte::xnn {

@@ -1,4 +1,4 @@
-#include "backends/xnnpack/weight_store.h"
+#include "backends/xnnpack/runtime/weight_store.h"
 
 #include <sys/mman.h>
 
