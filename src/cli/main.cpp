@@ -71,6 +71,7 @@ struct ExportArgs {
   bool validate = false, no_validate = false;  // --validate / --no-validate
   bool alloc_input = true, alloc_output = true, alloc_buffers = true;
   std::vector<std::string> dims;
+  exp::QuantConfig quant;  // --qlinear ... (docs/quantization.md)
 };
 
 Result<exp::DimBound> parse_dim(const std::string& spec, std::string* name) {
@@ -115,6 +116,17 @@ int run_export(const ExportArgs& a) {
     auto span = exp::parse_attention_span(a.attention_span);
     if (!span) return fail(span.status());
     req.config.attention_span = *span;
+  }
+  {
+    // Quantization flags override the --config file's one by one.
+    exp::QuantConfig& q = req.config.quant;
+    if (a.given("--qlinear")) q.qlinear = a.quant.qlinear;
+    if (a.given("--qlinear-group-size")) q.qlinear_group_size = a.quant.qlinear_group_size;
+    if (a.given("--qembedding")) q.qembedding = a.quant.qembedding;
+    if (a.given("--qembedding-group-size")) q.qembedding_group_size = a.quant.qembedding_group_size;
+    if (a.given("--qlinear-skip")) q.qlinear_skip = a.quant.qlinear_skip;
+    if (a.given("--qparams")) q.qparams = a.quant.qparams;
+    if (auto st = exp::check_quant_config(q); !st) return fail(st);
   }
   if (a.given("--linear-weights")) {
     auto w = exp::parse_linear_weights(a.linear_weights);
@@ -303,7 +315,16 @@ int main(int argc, char** argv) {
   ex->add_option("--linear-weights", ea.linear_weights,
                  "fp32 (default) | fp16: store the linear layers' weights (XNNPACK FullyConnected filters) as fp16, "
                  "half the bytes read per token; activations stay fp32 (xnnpack backend)");
-  ex->add_option("--threads", ea.threads, "kernel threads for validation (default: all cores; the file does not change)");
+  ex->add_option("--qlinear", ea.quant.qlinear,
+                 "quantize linear layers: 8da4w (int8 dynamic activations x int4 weights) | 8da8w | 4w | 8w (weight-only) | "
+                 "8da4w,8da8w (8da8w where the group size does not divide in_features)");
+  ex->add_option("--qlinear-group-size", ea.quant.qlinear_group_size, "weights per scale along in_features (default 32; 0 = per channel)");
+  ex->add_option("--qembedding", ea.quant.qembedding, "quantize embeddings: 8w | 4w (weight-only)");
+  ex->add_option("--qembedding-group-size", ea.quant.qembedding_group_size, "weights per scale along a row (default 0 = per row)");
+  ex->add_option("--qlinear-skip", ea.quant.qlinear_skip, "keep linear layers matching PATTERN in float (substring, or a glob), e.g. lm_head");
+  ex->add_option("--qparams", ea.quant.qparams,
+                 "how scales are chosen: hqq (default; deterministic on every machine) | affine (torchao's max-abs)");
+  ex->add_option("--threads", ea.threads, "kernel threads for quantization and validation (default: all cores; the file does not change)");
   ex->add_flag("--no-kv-cache", ea.no_kv_cache, "export without a KV cache");
   ex->add_option("--alloc-graph-input", ea.alloc_input, "plan memory for inputs (true|false)");
   ex->add_option("--alloc-graph-output", ea.alloc_output, "plan memory for outputs (true|false)");

@@ -353,7 +353,15 @@ class MethodEmitter {
     if (schema.num_outs() == 1) {
       args.push_back(args[schema.args.size() - 1]);
     } else if (schema.num_outs() > 1) {
-      return make_error(ErrorCode::kNotSupported, "multi-output op {} cannot be emitted yet", info.kernel_key());
+      // As upstream's emitter: the return slot of a multi-out op is a TensorList of its outs.
+      fb::TensorListT list;
+      for (ValueId o : node.outputs) {
+        HF2PTE_ASSIGN_OR_RETURN(int item, tensor_value(o));
+        list.items.push_back(item);
+      }
+      fb::KernelTypesUnion u;
+      u.Set(std::move(list));
+      args.push_back(add_value(std::move(u)));
     } else if (!node.outputs.empty()) {
       ValueId r = node.outputs[0];
       if (g_.value(r).role == graph::ValueRole::kSymInt) {

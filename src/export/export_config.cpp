@@ -1,5 +1,6 @@
 #include "export/export_config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -66,7 +67,40 @@ nlohmann::ordered_json config_to_json(const ExportConfig& c) {
   j["alloc_mutable_buffers"] = c.alloc_mutable_buffers;
   j["attention_span"] = attention_span_name(c.attention_span);
   j["linear_weights"] = dtype_name(c.linear_weights);
+  if (c.quant.active()) {  // float programs keep the keys they always had
+    j["qlinear"] = c.quant.qlinear;
+    j["qlinear_group_size"] = c.quant.qlinear_group_size;
+    j["qembedding"] = c.quant.qembedding;
+    j["qembedding_group_size"] = c.quant.qembedding_group_size;
+    j["qlinear_skip"] = c.quant.qlinear_skip;
+    j["qparams"] = c.quant.qparams;
+  }
   return j;
+}
+
+Status check_quant_config(const QuantConfig& q) {
+  static const std::vector<std::string> kLinear = {"", "8da4w", "8da8w", "4w", "8w", "8da4w,8da8w"};
+  static const std::vector<std::string> kEmbedding = {"", "8w", "4w"};
+  if (std::find(kLinear.begin(), kLinear.end(), q.qlinear) == kLinear.end()) {
+    return make_error(ErrorCode::kInvalidArgument, "unknown --qlinear recipe '{}'; expected 8da4w, 8da8w, 4w, 8w or 8da4w,8da8w",
+                      q.qlinear);
+  }
+  if (std::find(kEmbedding.begin(), kEmbedding.end(), q.qembedding) == kEmbedding.end()) {
+    return make_error(ErrorCode::kInvalidArgument, "unknown --qembedding recipe '{}'; expected 8w or 4w", q.qembedding);
+  }
+  if (q.qparams != "hqq" && q.qparams != "affine") {
+    return make_error(ErrorCode::kInvalidArgument, "unknown --qparams '{}'; expected hqq or affine", q.qparams);
+  }
+  for (auto [flag, g] : {std::pair{"--qlinear-group-size", q.qlinear_group_size},
+                         std::pair{"--qembedding-group-size", q.qembedding_group_size}}) {
+    if (g < 0 || g % 2 != 0 || g > (int64_t(1) << 20)) {
+      return make_error(ErrorCode::kInvalidArgument, "{} {}: expected 0 (per channel) or a positive even number", flag, g);
+    }
+  }
+  if (!q.active() && !q.qlinear_skip.empty()) {
+    return make_error(ErrorCode::kInvalidArgument, "--qlinear-skip needs --qlinear");
+  }
+  return Status::ok();
 }
 
 namespace {
@@ -113,6 +147,19 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
       auto d = parse_linear_weights(v.get<std::string>());
       if (!d) return d.status().with_context(where);
       c.linear_weights = *d;
+    } else if (key == "qlinear" || key == "qembedding" || key == "qparams") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_string(), key.c_str(), "string", where));
+      (key == "qlinear" ? c.quant.qlinear : key == "qembedding" ? c.quant.qembedding : c.quant.qparams) = v.get<std::string>();
+    } else if (key == "qlinear_group_size" || key == "qembedding_group_size") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_number_integer(), key.c_str(), "integer", where));
+      (key == "qlinear_group_size" ? c.quant.qlinear_group_size : c.quant.qembedding_group_size) = v.get<int64_t>();
+    } else if (key == "qlinear_skip") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_array(), "qlinear_skip", "array of strings", where));
+      c.quant.qlinear_skip.clear();
+      for (const auto& e : v) {
+        HF2PTE_RETURN_IF_ERROR(expect_type(e, e.is_string(), "qlinear_skip[]", "string", where));
+        c.quant.qlinear_skip.push_back(e.get<std::string>());
+      }
     } else if (key == "dynamic_shapes") {
       HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_object(), "dynamic_shapes", "object", where));
       for (const auto& [name, range] : v.items()) {
@@ -137,10 +184,12 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
     } else {
       return make_error(ErrorCode::kInvalidArgument,
                         "export config: unknown field '{}'; expected backend, dtype, max_seq_len, dynamic_shapes, "
-                        "alloc_graph_input, alloc_graph_output, alloc_mutable_buffers, attention_span or linear_weights ({})", key,
+                        "alloc_graph_input, alloc_graph_output, alloc_mutable_buffers, attention_span, linear_weights, qlinear, "
+                        "qlinear_group_size, qembedding, qembedding_group_size, qlinear_skip or qparams ({})", key,
                         where);
     }
   }
+  if (auto st = check_quant_config(c.quant); !st.ok()) return st.with_context(where);
   return c;
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,20 @@ struct DimBound {
   std::optional<int64_t> max;  ///< nullopt: unbounded ("seq=1:"), capped by the program fixes
 };
 
+/// The quantization recipe (docs/quantization.md), named as optimum-executorch
+/// names it. Empty recipes mean float.
+struct QuantConfig {
+  std::string qlinear;                ///< "", "8da4w", "8da8w", "4w", "8w" or "8da4w,8da8w"
+  int64_t qlinear_group_size = 32;    ///< along in_features; 0 = per channel
+  std::string qembedding;             ///< "", "8w" or "4w"
+  int64_t qembedding_group_size = 0;  ///< 0 = per row
+  std::vector<std::string> qlinear_skip;  ///< layers kept float (substring, or a glob with * ? [)
+  std::string qparams = "hqq";        ///< "hqq" (optimum-executorch's default) or "affine"
+  bool active() const { return !qlinear.empty() || !qembedding.empty(); }
+};
+/// Checks names and sizes; errors name the flag.
+Status check_quant_config(const QuantConfig& q);
+
 struct ExportConfig {
   Backend backend = Backend::kXnnpack;
   ScalarType dtype = ScalarType::kFloat;
@@ -47,6 +62,7 @@ struct ExportConfig {
   /// weights): fp32, or fp16 (half the bytes per decoded token; activations
   /// stay fp32: XNNPACK's fp32 x fp16 -> fp32 combination). xnnpack only.
   ScalarType linear_weights = ScalarType::kFloat;
+  QuantConfig quant;
   std::map<std::string, DimBound> dims;  ///< --dim NAME=MIN:MAX overrides
   std::string dump_graph_stage;          ///< print the graph after this stage ("all" = every stage)
   bool verbose = false;

@@ -100,6 +100,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   size_t printed = 0;
   auto stage_t0 = std::chrono::steady_clock::now();
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  std::optional<graph::Program> quantized_reference;
   hooks.after_stage = [&](std::string_view stage, const graph::Program& p, const StageLog& l) {
     auto now = std::chrono::steady_clock::now();
     nlohmann::ordered_json entry{{"stage", stage}, {"seconds", std::chrono::duration<double>(now - stage_t0).count()},
@@ -110,6 +111,11 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
       for (size_t i = printed; i < l.notes.size(); ++i) req.on_text(fmt::format("[{}] {}\n", stage, l.notes[i]));
     }
     printed = l.notes.size();
+    // Quantized exports are validated against the fake-quantized graph (and
+    // compared with the float model built before it), taken once decomposed:
+    // its float ops are then the program's, so the per-token rounding sees the
+    // same activations wherever the program runs portable kernels.
+    if (stage == "decompose" && req.config.quant.active()) quantized_reference = p;
     if (req.on_text && (dump == "all" || dump == stage)) {
       for (const auto& g : p.methods) req.on_text(fmt::format("// after stage {}\n{}", stage, g.to_string()));
     }
@@ -174,8 +180,9 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
                   (req.config.validate == ExportConfig::Validate::kAuto && s.constant_bytes <= ExportConfig::kAutoValidateBytes);
   if (validate) {
     progress({"validate", 0, 0});
-    auto v = validate_export(unlowered, staged,
-                             req.config.linear_weights == ScalarType::kHalf ? kFp16WeightsTolerance : kFp32Tolerance);
+    auto v = validate_export(quantized_reference ? *quantized_reference : unlowered, staged,
+                             req.config.linear_weights == ScalarType::kHalf ? kFp16WeightsTolerance : kFp32Tolerance,
+                             quantized_reference ? &unlowered : nullptr);
     if (!v) return discard(v.status().with_context("validation"));
     validation = v->report;
     if (!v->ok) return discard(make_error(ErrorCode::kInternal, "validation failed: {}", v->message));

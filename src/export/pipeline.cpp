@@ -10,7 +10,7 @@
 namespace hf2pte::exp {
 
 const std::vector<std::string>& pipeline_stage_names() {
-  static const std::vector<std::string> kNames = {"build", "prepare", "decompose", "program-fixes",
+  static const std::vector<std::string> kNames = {"build", "prepare", "quantize", "decompose", "program-fixes",
                                                   "node-fixes", "verify", "partition", "memory-plan"};
   return kNames;
 }
@@ -23,6 +23,9 @@ Result<pte::PteContents> run_pipeline(graph::Program& p, const ExportConfig& c, 
   // 1. Backend first: it decides which rules apply and fails fast on unsupported targets.
   HF2PTE_RETURN_IF_ERROR(prepare_backend(p, c, log));
   after("prepare");
+  // 1b. Quantize before tracing further, as torchao's quantize_ runs on the eager model.
+  HF2PTE_RETURN_IF_ERROR(quantize_program(p, c, log));
+  after("quantize");
   // 2. Decompositions before any fix: fixes and verification see kernel ops only.
   HF2PTE_RETURN_IF_ERROR(run_decompositions(p, c, log));
   after("decompose");

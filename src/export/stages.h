@@ -19,6 +19,9 @@ struct StageLog {
 
 /// 1. Backend preparation: checks the backend and dtype are available.
 Status prepare_backend(graph::Program& p, const ExportConfig& c, StageLog& log);
+/// 1b. Quantization (--qlinear / --qembedding, export/quantize.cpp): linears and
+/// embeddings become upstream's quantized ops, the weights quantized as they stream.
+Status quantize_program(graph::Program& p, const ExportConfig& c, StageLog& log);
 /// 2. Decompositions: fixed-point rewrite with the backend's rule set.
 Status run_decompositions(graph::Program& p, const ExportConfig& c, StageLog& log);
 /// 3. Program fixes: cap unbounded dims, drop runtime asserts, check constant metadata.

@@ -54,10 +54,27 @@ std::vector<double> as_doubles(const HostTensor& t) {
   return out;
 }
 
+/// Rows (all but the last dim) whose argmax agrees, of a float output.
+nlohmann::ordered_json agreement(const HostTensor& got, const HostTensor& ref) {
+  if (got.sizes != ref.sizes || got.dtype != ScalarType::kFloat || ref.dtype != ScalarType::kFloat || got.sizes.empty()) {
+    return nullptr;
+  }
+  const int64_t width = got.sizes.back(), rows = width > 0 ? got.numel() / width : 0;
+  int64_t same = 0;
+  double diff = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = got.data<float>() + r * width;
+    const float* b = ref.data<float>() + r * width;
+    same += (std::max_element(a, a + width) - a) == (std::max_element(b, b + width) - b);
+    for (int64_t i = 0; i < width; ++i) diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+  }
+  return {{"max_abs_diff", diff}, {"top1_agreement", rows ? double(same) / double(rows) : 1.0}, {"positions", rows}};
+}
+
 }  // namespace
 
 Result<ValidationResult> validate_export(const graph::Program& unlowered, const std::string& pte_path,
-                                         double rel_tolerance) {
+                                         double rel_tolerance, const graph::Program* float_model) {
   ValidationResult result;
   result.report = nlohmann::ordered_json::object();
   // Programs exported with --backend xnnpack hold XnnpackBackend delegates.
@@ -73,9 +90,18 @@ Result<ValidationResult> validate_export(const graph::Program& unlowered, const 
     HF2PTE_ASSIGN_OR_RETURN(auto buffers, rt::bind_zeroed_mutable_buffers(*method));
     for (size_t i = 0; i < inputs.size(); ++i) HF2PTE_RETURN_IF_ERROR(method->set_input(i, inputs[i]));
     HF2PTE_RETURN_IF_ERROR(method->execute());
+    std::vector<HostTensor> float_expected;
+    if (float_model != nullptr) {
+      for (const auto& fg : float_model->methods) {
+        if (fg.name() != g.name()) continue;
+        GraphInterpreter finterp(fg, kernels);
+        HF2PTE_ASSIGN_OR_RETURN(float_expected, finterp.run(inputs));
+      }
+    }
     nlohmann::ordered_json outs = nlohmann::ordered_json::array();
     for (size_t o = 0; o < expected.size(); ++o) {
       HF2PTE_ASSIGN_OR_RETURN(HostTensor got, method->output_tensor(o));
+      nlohmann::ordered_json vs_float = o < float_expected.size() ? agreement(got, float_expected[o]) : nullptr;
       auto a = as_doubles(got), b = as_doubles(expected[o]);
       double max_ref = 0, diff = 0;
       bool shape_ok = got.sizes == expected[o].sizes && got.dtype == expected[o].dtype;
@@ -87,10 +113,32 @@ Result<ValidationResult> validate_export(const graph::Program& unlowered, const 
       // Relative to the output's scale (fp32 summation orders, fp16 weight rounding).
       double tol = rel_tolerance * std::max(1.0, max_ref);
       outs.push_back({{"output", o}, {"max_abs_diff", shape_ok ? diff : INFINITY}, {"tolerance", tol},
-                      {"shape_matches", shape_ok}});
+                      {"shape_matches", shape_ok}, {"within", "tolerance"}});
+      if (!vs_float.is_null()) outs.back()["vs_float_model"] = vs_float;
+      // Dynamically quantized activations: two float orders can round one
+      // activation at a tie to different neighbours (a full step), which no
+      // float tolerance absorbs and which grows likelier with model size. Such
+      // a program still passes when it is far closer to the fake-quantized
+      // reference than the recipe moves the model (the fixture suites check the
+      // recipe itself at 1e-4 on tie-free inputs: tests/quant_fixtures_test.cpp).
+      const bool dynamic = std::any_of(g.nodes().begin(), g.nodes().end(),
+                                       [](const graph::Node& n) { return n.op == OpId::QuantizePerTokenOut; });
+      if (shape_ok && dynamic && !(diff <= tol) && !vs_float.is_null() && float_expected.size() > o) {
+        double effect = 0;
+        auto f = as_doubles(float_expected[o]);
+        for (size_t i = 0; i < b.size() && i < f.size(); ++i) effect = std::max(effect, std::fabs(b[i] - f[i]));
+        const double bound = kRoundingFlipShare * effect;
+        outs.back()["rounding_flip_bound"] = bound;
+        if (diff <= bound) {
+          outs.back()["within"] = "rounding_flip_bound";
+          continue;
+        }
+      }
       if (!shape_ok || !(diff <= tol)) {
         result.ok = false;
-        result.message = shape_ok ? fmt::format("output {} of {} differs from the reference interpreter by {:.3g} (tolerance {:.3g})", o, g.name(), diff, tol)
+        const double bound = outs.back().value("rounding_flip_bound", 0.0);
+        result.message = shape_ok ? fmt::format("output {} of {} differs from the reference interpreter by {:.3g} (tolerance {:.3g}{})", o, g.name(), diff, tol,
+                                                bound > 0 ? fmt::format(", rounding-flip bound {:.3g}", bound) : "")
                                   : fmt::format("output {} of {} has a different shape or dtype than the reference interpreter's", o, g.name());
       }
     }

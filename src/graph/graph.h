@@ -40,6 +40,14 @@ struct TensorType {
 
 /// Bytes of a constant tensor, produced on demand so that weights stream from
 /// the checkpoint mapping to the output file without a copy in between.
+/// Set on the constants the quantize stage makes (docs/quantization.md): the
+/// integers of a quantized weight, or its scales.
+struct QuantInfo {
+  int bits = 8;            ///< 4 or 8
+  int64_t group = 0;       ///< elements per scale along a row; 0 = per channel (row)
+  bool is_scales = false;  ///< the float scales (else the integers)
+};
+
 struct ConstantData {
   using Sink = std::function<Status(const void* data, size_t size)>;
   ScalarType dtype = ScalarType::kFloat;
@@ -56,6 +64,8 @@ struct ConstantData {
   /// For constants streamed from a checkpoint: the same tensor converted to
   /// another element type while streaming (F32/F16/BF16). Empty otherwise.
   std::function<ConstantData(ScalarType)> converted;
+  /// Quantized weights and their scales (the quantize stage).
+  std::optional<QuantInfo> quant;
 
   uint64_t nbytes() const;
   /// A constant holding `bytes` (small synthesized tensors: tables, scalars).

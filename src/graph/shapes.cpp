@@ -771,6 +771,50 @@ Outs masked_select_sizes(const Graph& g, const Args& a, ValueId first_output) {
 Outs NonzeroOut(const Graph& g, const Args& a) { return nonzero_sizes(g, a, ValueId(g.num_values())); }
 Outs MaskedSelectOut(const Graph& g, const Args& a) { return masked_select_sizes(g, a, ValueId(g.num_values())); }
 
+
+// ---- quantized_decomposed (docs/quantization.md) ----
+
+Outs ChooseQparamsPerTokenAsymmetricOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "input"));
+  if (x->rank() < 1) return make_error(ErrorCode::kInternal, "choose_qparams_per_token_asymmetric: input must have rank >= 1");
+  auto sizes = x->sizes;
+  sizes.back() = SymInt(1);
+  return std::vector<OutputType>{like(*x, sizes, ScalarType::kDouble), like(*x, sizes, ScalarType::kLong)};
+}
+
+Outs QuantizePerTokenOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "input"));
+  return one(like(*x, x->sizes, ScalarType::kChar));
+}
+
+Outs DequantizePerTokenOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "input"));
+  return one(like(*x, x->sizes, ScalarType::kFloat));
+}
+
+Outs MixedLinearOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "input"));
+  HF2PTE_ASSIGN_OR_RETURN(auto w, tensor_arg(g, a, 1, "weight"));
+  if (x->rank() != 2 || w->rank() != 2) return make_error(ErrorCode::kInternal, "mixed_linear: input and weight must be 2-D");
+  return one(like(*x, {x->sizes[0], w->sizes[0]}, ScalarType::kFloat));
+}
+
+namespace {
+Outs embedding_xbit(const Graph& g, const Args& a, int64_t per_byte) {
+  HF2PTE_ASSIGN_OR_RETURN(auto w, tensor_arg(g, a, 0, "weight"));
+  HF2PTE_ASSIGN_OR_RETURN(auto idx, tensor_arg(g, a, 5, "indices"));
+  if (w->rank() != 2 || !w->sizes[1].is_constant()) {
+    return make_error(ErrorCode::kInternal, "quantized embedding: weight must be 2-D with a static width");
+  }
+  auto sizes = idx->sizes;
+  sizes.push_back(SymInt(w->sizes[1].constant_value() * per_byte));
+  return one(like(*w, std::move(sizes), ScalarType::kFloat));
+}
+}  // namespace
+
+Outs EmbeddingByteOut(const Graph& g, const Args& a) { return embedding_xbit(g, a, 1); }
+Outs Embedding4bitOut(const Graph& g, const Args& a) { return embedding_xbit(g, a, 2); }
+
 }  // namespace shapes
 
 namespace {

@@ -1,6 +1,7 @@
 #include "backends/xnnpack/export/partition.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "backends/xnnpack/export/serialize.h"
+#include "quant/quant.h"
 #include "backends/xnnpack/export/sha256.h"
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 
@@ -49,6 +51,13 @@ struct Plan {
   uint32_t axis = 0;
   bool fc_constants = false;  ///< operands[1] (filter) and operands[2] (bias, optional) are named constants
   bool folded = false;        ///< a transpose folded into its BatchMatMul user: emits nothing
+  /// A quantized FullyConnected (quantized_decomposed::mixed_linear): the
+  /// filter's recipe and its scales constant.
+  std::optional<graph::QuantInfo> filter_quant;
+  ValueId filter_scales = -1;
+  /// The input is quantized per token at run time (a qdint8 value made by a
+  /// Convert node): the choose/quantize/dequantize_per_token chain folded in.
+  bool dynamic_input = false;
 };
 
 /// XNN_FLAG_TRANSPOSE_WEIGHTS of xnn_define_fully_connected: the filter is [k, n].
@@ -84,6 +93,49 @@ void fold_transposes_into_bmm(const std::vector<Node>& nodes, std::vector<std::o
   }
 }
 
+/// mixed_linear(dequantize_per_token(quantize_per_token(x, s, z), s, z)) with
+/// (s, z) = choose_qparams_per_token_asymmetric(x), every intermediate used only
+/// inside the chain: the FullyConnected reads x through a qdint8 Convert
+/// (XNNPACK computes the per-token parameters itself), the three nodes emit nothing.
+void fold_dynamic_quant_into_fc(const Graph& g, const std::vector<Node>& nodes, std::vector<std::optional<Plan>>& plans,
+                                const std::unordered_map<ValueId, int>& uses,
+                                std::unordered_map<ValueId, size_t>& last_use) {
+  std::unordered_map<ValueId, size_t> producer;
+  for (size_t i = 0; i < nodes.size(); ++i) for (auto o : nodes[i].outputs) producer[o] = i;
+  auto produced_by = [&](ValueId v, OpId op) -> std::optional<size_t> {
+    auto it = producer.find(v);
+    if (it == producer.end() || nodes[it->second].op != op) return std::nullopt;
+    return it->second;
+  };
+  auto used = [&](ValueId v) { auto it = uses.find(v); return it == uses.end() ? 0 : it->second; };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!plans[i] || !plans[i]->filter_quant) continue;
+    const ValueId xd = plans[i]->operands[0];
+    auto d = produced_by(xd, OpId::DequantizePerTokenOut);
+    if (!d || used(xd) != 1) continue;
+    const auto& da = nodes[*d].args;
+    auto q = produced_by(std::get<ValueId>(da[0]), OpId::QuantizePerTokenOut);
+    if (!q || used(nodes[*q].outputs[0]) != 1) continue;
+    const auto& qa = nodes[*q].args;
+    auto c = produced_by(std::get<ValueId>(qa[1]), OpId::ChooseQparamsPerTokenAsymmetricOut);
+    if (!c) continue;
+    const Node& cn = nodes[*c];
+    const ValueId x = std::get<ValueId>(cn.args[0]);
+    const bool same_params = std::get<ValueId>(qa[0]) == x && std::get<ValueId>(qa[1]) == cn.outputs[0] &&
+                             std::get<ValueId>(qa[2]) == cn.outputs[1] && std::get<ValueId>(da[1]) == cn.outputs[0] &&
+                             std::get<ValueId>(da[2]) == cn.outputs[1];
+    if (!same_params || used(cn.outputs[0]) != 2 || used(cn.outputs[1]) != 2) continue;
+    if (g.type(x).dtype != ScalarType::kFloat || g.type(x).rank() != 2) continue;
+    for (size_t k : {*c, *q, *d}) {
+      plans[k] = Plan{};
+      plans[k]->folded = true;
+    }
+    plans[i]->operands[0] = x;
+    plans[i]->dynamic_input = true;
+    last_use[x] = std::max(last_use[x], i);
+  }
+}
+
 class Claimer {
  public:
   Claimer(const Graph& g, const PartitionOptions& o) : g_(g), o_(o) {}
@@ -104,7 +156,10 @@ class Claimer {
     if (n.outputs.size() != 1 || !plain(n.outputs[0])) return std::nullopt;
     auto p = claim_op(n);
     if (!p) return std::nullopt;
-    for (auto v : p->operands) if (!plain(v)) return std::nullopt;
+    for (size_t k = 0; k < p->operands.size(); ++k) {
+      if (p->filter_quant && k >= 1) continue;  // the quantized filter: int8 bytes by design
+      if (!plain(p->operands[k])) return std::nullopt;
+    }
     return p;
   }
 
@@ -129,6 +184,23 @@ class Claimer {
           if (!b || !is_const(*b) || g_.type(*b).rank() != 1 || !is_one(a[3]) || !is_one(a[4])) return std::nullopt;
           p.operands.push_back(*b);
         }
+        return p;
+      }
+      case OpId::MixedLinearOut: {
+        // mixed_linear(x, Wq, scales): FullyConnected with a quantized filter
+        // [n, k] (flag 0) -- qcint8 / qcint4 per channel, qbint4 per block of a
+        // multiple of 32 (what upstream's XNNPACK writer asserts). 8-bit blocks
+        // have no XNNPACK datatype and stay on the portable kernel.
+        auto x = tensor(a[0]), w = tensor(a[1]), sc = tensor(a[2]);
+        if (!x || !w || !sc || is_const(*x) || !is_const(*w) || !is_const(*sc)) return std::nullopt;
+        if (!std::holds_alternative<graph::None>(a[3])) return std::nullopt;
+        const auto& q = g_.constant(*w).quant;
+        if (!q || q->is_scales || (q->bits == 8 && q->group != 0) || (q->group != 0 && q->group % 32 != 0)) return std::nullopt;
+        p.kind = K::XNNFullyConnected;
+        p.operands = {*x, *w};
+        p.fc_constants = true;
+        p.filter_quant = *q;
+        p.filter_scales = *sc;
         return p;
       }
       default:
@@ -257,6 +329,55 @@ std::vector<uint32_t> dims_of(const Graph& g, ValueId v) {
 
 const char* kind_name(K k) { return fb_xnnpack::EnumNameXNodeUnion(k); }
 
+/// `c` (int8 [n, k], k even) packed two per byte in XNNPACK's order while it
+/// streams: value + 8, the even column in the low nibble (quant::pack_int4_xnnpack).
+graph::ConstantData packed_int4(const graph::ConstantData& c) {
+  graph::ConstantData p = c;
+  p.dtype = ScalarType::kByte;
+  p.sizes = {c.sizes[0], c.sizes[1] / 2};
+  p.dedup_key = c.dedup_key.empty() ? "" : c.dedup_key + "|xnn4";
+  p.write = [c](const graph::ConstantData::Sink& sink) -> Status {
+    std::vector<int8_t> pending;  // an odd byte left over from the previous chunk
+    std::vector<uint8_t> out;
+    return c.write([&](const void* data, size_t size) -> Status {
+      const auto* q = static_cast<const int8_t*>(data);
+      pending.insert(pending.end(), q, q + size);
+      const size_t even = pending.size() & ~size_t(1);
+      out.resize(even / 2);
+      quant::pack_int4_xnnpack(std::span<const int8_t>(pending.data(), even), out.data());
+      pending.erase(pending.begin(), pending.begin() + std::ptrdiff_t(even));
+      return out.empty() ? Status::ok() : sink(out.data(), out.size());
+    });
+  };
+  return p;
+}
+
+/// fp32 scales rounded to bf16 (to nearest even) while they stream, as
+/// upstream's XNNPACK writer stores per-block scales.
+graph::ConstantData bf16_scales(const graph::ConstantData& c) {
+  graph::ConstantData p = c;
+  p.dtype = ScalarType::kBFloat16;
+  p.dedup_key = c.dedup_key.empty() ? "" : c.dedup_key + "|bf16";
+  p.write = [c](const graph::ConstantData::Sink& sink) -> Status {
+    std::vector<uint8_t> pending;
+    std::vector<uint16_t> out;
+    return c.write([&](const void* data, size_t size) -> Status {
+      const auto* b = static_cast<const uint8_t*>(data);
+      pending.insert(pending.end(), b, b + size);
+      const size_t whole = pending.size() / 4;
+      out.resize(whole);
+      for (size_t i = 0; i < whole; ++i) {
+        float f;
+        std::memcpy(&f, pending.data() + 4 * i, 4);
+        out[i] = quant::float_to_bf16(f);
+      }
+      pending.erase(pending.begin(), pending.begin() + std::ptrdiff_t(4 * whole));
+      return out.empty() ? Status::ok() : sink(out.data(), out.size() * 2);
+    });
+  };
+  return p;
+}
+
 /// Builds the delegate for nodes [begin, end) of `nodes` (all claimed).
 Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes, const std::vector<std::optional<Plan>>& plans,
                                   size_t begin, size_t end, const std::vector<ValueId>& inputs,
@@ -267,22 +388,19 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
   d.backend_id = kXnnpackBackendId;
   std::unordered_map<ValueId, uint32_t> ids;
   auto add_value = [&](ValueId v, uint32_t ext, uint32_t flags, uint32_t cidx, bool swap_dims = false,
-                       bool fp16 = false) {
+                       fb_xnnpack::XNNDatatype dt = fb_xnnpack::XNNDatatype::fp32, XnnQuantSpec q = {}) {
     std::vector<uint32_t> dims = dims_of(g, v);
     if (swap_dims) std::reverse(dims.begin(), dims.end());  // 2-D only
-    s.values.push_back({std::move(dims), ext, flags, cidx, fp16});
+    s.values.push_back({std::move(dims), ext, flags, cidx, dt, q});
     ids[v] = uint32_t(s.values.size() - 1);
   };
   for (size_t i = 0; i < inputs.size(); ++i) add_value(inputs[i], uint32_t(i), 1, 0);
   for (size_t i = 0; i < outputs.size(); ++i) add_value(outputs[i], uint32_t(inputs.size() + i), 2, 0);
   s.num_externs = uint32_t(inputs.size() + outputs.size());
-  std::map<std::string, uint32_t> const_idx;  // sha key -> constant_data index
-  // `as_transposed`: the constant is written as its [cols, rows] transpose;
-  // `as_fp16`: converted to fp16 while streaming.
-  auto named_constant = [&](ValueId v, bool as_transposed, bool as_fp16) -> Result<uint32_t> {
-    if (auto it = ids.find(v); it != ids.end()) return it->second;
-    graph::ConstantData c = as_transposed ? g.constant(v).transposed() : g.constant(v);
-    if (as_fp16) c = c.converted(ScalarType::kHalf);
+  std::map<std::string, uint32_t> const_idx;  // named-data key -> constant_data index
+  // Streams `c` once for its SHA-256 key (upstream's naming: the hex digest, or
+  // "scale_" + digest for quantization scales) and returns its constant_data index.
+  auto add_named = [&](const graph::ConstantData& c, const std::string& what, const char* prefix) -> Result<uint32_t> {
     Sha256 h;
     uint64_t n = 0;
     HF2PTE_RETURN_IF_ERROR(c.write([&](const void* p, size_t size) {
@@ -291,16 +409,50 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
       return Status::ok();
     }));
     if (n != c.nbytes()) {
-      return make_error(ErrorCode::kInternal, "constant %{} streamed {} bytes, expected {}", g.value(v).name, n, c.nbytes());
+      return make_error(ErrorCode::kInternal, "constant %{} streamed {} bytes, expected {}", what, n, c.nbytes());
     }
-    std::string key = h.hex();
+    std::string key = prefix + h.hex();
     auto [it, fresh] = const_idx.emplace(key, uint32_t(s.constants.size() + 1));
     if (fresh) {
       s.constants.push_back({key, n});
       d.named.push_back({key, c});
     }
-    add_value(v, kXnnInvalidId, 0, it->second, as_transposed, as_fp16);
+    return it->second;
+  };
+  // `as_transposed`: the constant is written as its [cols, rows] transpose;
+  // `as_fp16`: converted to fp16 while streaming.
+  auto named_constant = [&](ValueId v, bool as_transposed, bool as_fp16) -> Result<uint32_t> {
+    if (auto it = ids.find(v); it != ids.end()) return it->second;
+    graph::ConstantData c = as_transposed ? g.constant(v).transposed() : g.constant(v);
+    if (as_fp16) c = c.converted(ScalarType::kHalf);
+    HF2PTE_ASSIGN_OR_RETURN(uint32_t idx, add_named(c, g.value(v).name, ""));
+    add_value(v, kXnnInvalidId, 0, idx, as_transposed, as_fp16 ? fb_xnnpack::XNNDatatype::fp16 : fb_xnnpack::XNNDatatype::fp32);
     return ids[v];
+  };
+  // A quantized filter [n, k] (docs/quantization.md, "How upstream 1.3.x stores
+  // them"): int8 bytes as they are (qcint8) or packed two per byte, even column
+  // low (qcint4 / qbint4); fp32 per-channel scales, or bf16 per-block scales.
+  auto quantized_filter = [&](ValueId w, ValueId scales, const graph::QuantInfo& q) -> Result<uint32_t> {
+    if (auto it = ids.find(w); it != ids.end()) return it->second;
+    const int64_t n = g.constant(w).sizes[0], k = g.constant(w).sizes[1];
+    graph::ConstantData filter = q.bits == 4 ? packed_int4(g.constant(w)) : g.constant(w);
+    HF2PTE_ASSIGN_OR_RETURN(uint32_t fidx, add_named(filter, g.value(w).name, ""));
+    XnnQuantSpec spec;
+    graph::ConstantData sc = g.constant(scales);
+    if (q.group == 0) {
+      spec.kind = XnnQuantSpec::Kind::kPerChannel;
+      spec.num_scales = uint32_t(n);
+    } else {
+      spec.kind = XnnQuantSpec::Kind::kPerChannelGroup;
+      spec.group_size = int32_t(q.group);
+      spec.num_scales = uint32_t(n * (k / q.group));
+      sc = bf16_scales(sc);
+    }
+    HF2PTE_ASSIGN_OR_RETURN(spec.scale_buffer_idx, add_named(sc, g.value(scales).name, "scale_"));
+    using DT = fb_xnnpack::XNNDatatype;
+    const DT dt = q.bits == 8 ? DT::qcint8 : q.group == 0 ? DT::qcint4 : DT::qbint4;
+    add_value(w, kXnnInvalidId, 0, fidx, false, dt, spec);
+    return ids[w];
   };
   for (size_t i = begin; i < end; ++i) {
     const Node& n = nodes[i];
@@ -322,6 +474,36 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     // fp16 filters only where the checkpoint streams them (converted on the way out).
     const bool filter_fp16 = p.kind == K::XNNFullyConnected && options.fc_filter_dtype == ScalarType::kHalf &&
                              static_cast<bool>(g.constant(p.operands[1]).converted);
+    if (p.filter_quant) {
+      // Quantized FullyConnected: input (through a qdint8 Convert when the
+      // activations are quantized per token), the quantized filter, no bias.
+      auto it = ids.find(p.operands[0]);
+      if (it == ids.end()) return make_error(ErrorCode::kInternal, "xnnpack partition: input of {} has no id", n.name);
+      uint32_t in = it->second;
+      if (p.dynamic_input) {
+        XnnQuantSpec qd;
+        qd.kind = XnnQuantSpec::Kind::kPerTokenDynamic;
+        qd.num_nonbatch_dims = 1;
+        s.values.push_back({dims_of(g, p.operands[0]), kXnnInvalidId, 0, 0, fb_xnnpack::XNNDatatype::qdint8, qd});
+        const uint32_t qid = uint32_t(s.values.size() - 1);
+        XnnNodeSpec convert;
+        convert.kind = K::XNNConvert;
+        convert.ids = {in, qid};
+        convert.debug_handle = uint32_t(i);
+        s.nodes.push_back(std::move(convert));
+        ++stats.xnn_nodes[kind_name(K::XNNConvert)];
+        in = qid;
+      }
+      HF2PTE_ASSIGN_OR_RETURN(uint32_t wid, quantized_filter(p.operands[1], p.filter_scales, *p.filter_quant));
+      spec.flags = 0;  // [n, k], as the checkpoint stores it
+      spec.ids = {in, wid, kXnnInvalidId};
+      ValueId o = n.outputs[0];
+      if (!ids.count(o)) add_value(o, kXnnInvalidId, 0, 0);
+      spec.ids.push_back(ids[o]);
+      s.nodes.push_back(std::move(spec));
+      ++stats.xnn_nodes[kind_name(p.kind)];
+      continue;
+    }
     for (size_t k = 0; k < p.operands.size(); ++k) {
       ValueId v = p.operands[k];
       if (p.fc_constants && k >= 1) {
@@ -371,6 +553,7 @@ Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& o
   for (const auto& n : nodes) for_each_tensor_arg(n, [&](ValueId v) { ++uses[v]; });
   for (auto v : g.outputs()) ++uses[v];
   fold_transposes_into_bmm(nodes, plans, uses, last_use);
+  fold_dynamic_quant_into_fc(g, nodes, plans, uses, last_use);
 
   std::vector<Node> rewritten;
   for (size_t i = 0; i < nodes.size();) {

@@ -37,6 +37,24 @@ flatbuffers::Offset<void> node_params(flatbuffers::FlatBufferBuilder& b, const X
   }
 }
 
+// Scales always come from named data; the inline `scale` vectors are written
+// empty (the runtime dereferences them, §10 item 8).
+std::pair<fbx::XNNQuantParams, flatbuffers::Offset<void>> quant_params(flatbuffers::FlatBufferBuilder& b,
+                                                                       const XnnQuantSpec& q) {
+  using Kind = XnnQuantSpec::Kind;
+  switch (q.kind) {
+    case Kind::kPerTokenDynamic:
+      return {fbx::XNNQuantParams::PerTokenDynamicQuant, fbx::CreatePerTokenDynamicQuant(b, q.num_nonbatch_dims).Union()};
+    case Kind::kPerChannel:
+      return {fbx::XNNQuantParams::PerChannelQuant,
+              fbx::CreatePerChannelQuant(b, b.CreateVector(std::vector<float>{}), 0, q.scale_buffer_idx, q.num_scales).Union()};
+    default:
+      return {fbx::XNNQuantParams::PerChannelGroupQuant,
+              fbx::CreatePerChannelGroupQuant(b, b.CreateVector(std::vector<float>{}), 0, q.group_size, 0,
+                                              q.scale_buffer_idx, q.num_scales).Union()};
+  }
+}
+
 void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 void put_u64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
@@ -50,9 +68,15 @@ std::vector<uint8_t> serialize_xnn_payload(const XnnSubgraph& s) {
   for (size_t i = 0; i < s.values.size(); ++i) {
     const auto& v = s.values[i];
     auto dims = b.CreateVector(v.dims.empty() ? std::vector<uint32_t>{1} : v.dims);  // rank 0 -> [1]
-    auto tv = fbx::CreateXNNTensorValue(b, v.fp16 ? fbx::XNNDatatype::fp16 : fbx::XNNDatatype::fp32, uint32_t(v.dims.empty() ? 1 : v.dims.size()), dims,
+    auto tv = fbx::CreateXNNTensorValue(b, v.datatype, uint32_t(v.dims.empty() ? 1 : v.dims.size()), dims,
                                         v.constant_idx, v.external_id, v.flags, uint32_t(i));
-    values.push_back(fbx::CreateXValue(b, fbx::XValueUnion::XNNTensorValue, tv.Union()));
+    if (v.quant.kind == XnnQuantSpec::Kind::kNone) {
+      values.push_back(fbx::CreateXValue(b, fbx::XValueUnion::XNNTensorValue, tv.Union()));
+    } else {
+      auto [type, params] = quant_params(b, v.quant);
+      auto qv = fbx::CreateXNNQuantizedTensorValue(b, tv, type, params);
+      values.push_back(fbx::CreateXValue(b, fbx::XValueUnion::XNNQuantizedTensorValue, qv.Union()));
+    }
     if (v.flags == 1) input_ids.push_back(uint32_t(i));
     if (v.flags == 2) output_ids.push_back(uint32_t(i));
   }

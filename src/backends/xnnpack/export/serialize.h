@@ -17,13 +17,25 @@ namespace hf2pte::xnn {
 
 inline constexpr uint32_t kXnnInvalidId = 0xFFFFFFFFu;
 
-/// One XNNTensorValue (fp32, or fp16 for half-precision filters). `id_out` = its position in XnnSubgraph::values.
+/// Quantization parameters of a value (docs/xnnpack-payload.md §4.4, §6.2).
+/// Scales live in named data (`scale_buffer_idx`), as upstream writes them.
+struct XnnQuantSpec {
+  enum class Kind { kNone, kPerTokenDynamic, kPerChannel, kPerChannelGroup } kind = Kind::kNone;
+  uint32_t scale_buffer_idx = 0;  ///< constant_data index of the scales (fp32 per channel, bf16 per group)
+  uint32_t num_scales = 0;
+  int32_t group_size = 0;         ///< kPerChannelGroup
+  int32_t num_nonbatch_dims = 1;  ///< kPerTokenDynamic
+};
+
+/// One XNNTensorValue (or XNNQuantizedTensorValue when `quant` is set).
+/// `id_out` = its position in XnnSubgraph::values.
 struct XnnValueSpec {
   std::vector<uint32_t> dims;             ///< XNNPACK order (= our dim order), bounds for symbolic dims
   uint32_t external_id = kXnnInvalidId;   ///< DelegateCall arg position, or kXnnInvalidId
   uint32_t flags = 0;                     ///< 1 external input, 2 external output
   uint32_t constant_idx = 0;              ///< index into XnnSubgraph::constants (+1), 0 = none
-  bool fp16 = false;                      ///< an fp16 constant (FullyConnected filter); else fp32
+  fb_xnnpack::XNNDatatype datatype = fb_xnnpack::XNNDatatype::fp32;
+  XnnQuantSpec quant;
 };
 
 /// One ConstantDataOffset in Program.named_data: {UINT64_MAX, size, key}.

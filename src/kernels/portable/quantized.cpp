@@ -1,0 +1,303 @@
+// Upstream's quantized kernel library (kernels/quantized, namespace
+// quantized_decomposed) as the portable backend and the reference interpreter
+// run it: per-token dynamic activation quantization, the weight-only mixed
+// linear, and the 8-/4-bit embeddings (docs/quantization.md). The arithmetic
+// follows upstream's kernels (scales in float64 for the per-token ops, the
+// zero point chosen from the nearer end), so an upstream runtime gives the same
+// numbers; on the fixtures' inputs that equals torchao's formula.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/portable/kernel_util.h"
+#include "kernels/portable/kernels.h"
+#include "quant/quant.h"
+
+namespace hf2pte::kernels {
+
+namespace {
+
+constexpr int64_t kMaxQuantRows = int64_t(1) << 40;
+
+Status expect_dtype(const rt::Tensor& t, ScalarType want, OpId op, std::string_view what) {
+  HF2PTE_CHECK_OR_RETURN(t.dtype() == want, kInvalidArgument, "{}: {} must be {}; got {}", op_key(op), what,
+                         scalar_type_name(want), scalar_type_name(t.dtype()));
+  return Status::ok();
+}
+
+Status expect_contiguous(const rt::Tensor& t, OpId op, std::string_view what) {
+  HF2PTE_CHECK_OR_RETURN(t.is_contiguous(), kNotSupported, "{}: {} must be contiguous", op_key(op), what);
+  return Status::ok();
+}
+
+/// Rows of the last dim ("tokens") of `x`.
+int64_t token_count(const rt::Tensor& x) { return x.dim() == 0 ? 1 : x.numel() / std::max<int64_t>(x.size(-1), 1); }
+
+Status expect_per_token_params(const rt::Tensor& x, const rt::Tensor& scale, const rt::Tensor& zp, OpId op) {
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(scale, ScalarType::kDouble, op, "scales"));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(zp, ScalarType::kLong, op, "zero_points"));
+  HF2PTE_RETURN_IF_ERROR(expect_contiguous(scale, op, "scales"));
+  HF2PTE_RETURN_IF_ERROR(expect_contiguous(zp, op, "zero_points"));
+  const int64_t tokens = token_count(x);
+  HF2PTE_CHECK_OR_RETURN(scale.numel() == tokens && zp.numel() == tokens, kInvalidArgument,
+                         "{}: {} tokens but {} scales and {} zero points", op_key(op), tokens, scale.numel(),
+                         zp.numel());
+  return Status::ok();
+}
+
+Status expect_int_range(int64_t qmin, int64_t qmax, int64_t lo, int64_t hi, OpId op) {
+  HF2PTE_CHECK_OR_RETURN(qmin < qmax && qmin >= lo && qmax <= hi, kInvalidArgument,
+                         "{}: quant range [{}, {}] outside [{}, {}]", op_key(op), qmin, qmax, lo, hi);
+  return Status::ok();
+}
+
+// Upstream's calculate_scale_and_zero_point (op_choose_qparams.cpp): the range
+// widened to include 0, scale = (max - min) / 255 in double (0.1 when it is 0),
+// a scale below 6.1e-5 raised to it with the range stretched, and the zero
+// point taken from the end with the smaller error, rounded to nearest even.
+void per_token_params(const float* x, int64_t n, double* scale, int64_t* zero_point) {
+  constexpr int32_t qmin = -128, qmax = 127;
+  constexpr float kSmallScale = 6.1e-5f;
+  float mn = 0.0f, mx = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    mn = std::min(mn, x[i]);
+    mx = std::max(mx, x[i]);
+  }
+  double s = (double(mx) - mn) / (qmax - qmin);
+  if (float(s) == 0.0f || std::isinf(1.0f / float(s))) s = 0.1;
+  if (s < kSmallScale) {
+    const float org = float(s);
+    s = kSmallScale;
+    if (mn == 0.0f) {
+      mx = kSmallScale * (qmax - qmin);
+    } else if (mx == 0.0f) {
+      mn = -kSmallScale * (qmax - qmin);
+    } else {
+      const float amp = kSmallScale / org;
+      mn *= amp;
+      mx *= amp;
+    }
+  }
+  const double from_min = qmin - mn / s, from_max = qmax - mx / s;
+  const double err_min = std::abs(qmin) - std::abs(mn / s), err_max = std::abs(qmax) - std::abs(mx / s);
+  const double zp = err_min < err_max ? from_min : from_max;
+  int64_t nudged = zp < qmin ? qmin : zp > qmax ? qmax : int64_t(std::nearbyint(float(zp)));
+  *scale = s;
+  *zero_point = nudged;
+}
+
+}  // namespace
+
+Status ChooseQparamsPerTokenAsymmetricOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  constexpr OpId op = OpId::ChooseQparamsPerTokenAsymmetricOut;
+  HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * x, r.tensor(0));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dtype, r.int_arg(1));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * scale, r.tensor(2));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * zp, r.tensor(3));
+  HF2PTE_CHECK_OR_RETURN(dtype == int64_t(ScalarType::kChar), kNotSupported, "{}: dtype {}; only int8", op_key(op),
+                         dtype);
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*x, ScalarType::kFloat, op, "input"));
+  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*x, op, "input"));
+  HF2PTE_CHECK_OR_RETURN(x->dim() >= 1, kInvalidArgument, "{}: input must have rank >= 1", op_key(op));
+  std::vector<int64_t> shape(x->sizes().begin(), x->sizes().end());
+  shape.back() = 1;
+  HF2PTE_RETURN_IF_ERROR(resize_out(*scale, shape, op));
+  HF2PTE_RETURN_IF_ERROR(resize_out(*zp, shape, op));
+  HF2PTE_RETURN_IF_ERROR(expect_per_token_params(*x, *scale, *zp, op));
+  const int64_t n = x->size(-1), tokens = token_count(*x);
+  for (int64_t t = 0; t < tokens; ++t) {
+    per_token_params(x->data<float>() + t * n, n, scale->data<double>() + t, zp->data<int64_t>() + t);
+  }
+  return Status::ok();
+}
+
+Status QuantizePerTokenOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  constexpr OpId op = OpId::QuantizePerTokenOut;
+  HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * x, r.tensor(0));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * scale, r.tensor(1));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * zp, r.tensor(2));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t qmin, r.int_arg(3));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t qmax, r.int_arg(4));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dtype, r.int_arg(5));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(6));
+  HF2PTE_CHECK_OR_RETURN(dtype == int64_t(ScalarType::kChar), kNotSupported, "{}: dtype {}; only int8", op_key(op),
+                         dtype);
+  HF2PTE_RETURN_IF_ERROR(expect_int_range(qmin, qmax, -128, 127, op));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*x, ScalarType::kFloat, op, "input"));
+  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*x, op, "input"));
+  HF2PTE_RETURN_IF_ERROR(expect_per_token_params(*x, *scale, *zp, op));
+  HF2PTE_RETURN_IF_ERROR(resize_out(*out, x->sizes(), op));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*out, ScalarType::kChar, op, "out"));
+  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*out, op, "out"));
+  const int64_t n = x->dim() == 0 ? 1 : x->size(-1), tokens = token_count(*x);
+  for (int64_t t = 0; t < tokens; ++t) {
+    // quantize_val: inv_scale = 1.0f / float(scale), q = zp + round(inv_scale * x).
+    const float inv = 1.0f / float(scale->data<double>()[t]);
+    const int64_t z = zp->data<int64_t>()[t];
+    const float* in = x->data<float>() + t * n;
+    int8_t* o = out->data<int8_t>() + t * n;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t q = int64_t(int32_t(z) + std::nearbyint(inv * in[i]));
+      o[i] = int8_t(std::clamp(q, qmin, qmax));
+    }
+  }
+  r.set_return(6);
+  return Status::ok();
+}
+
+Status DequantizePerTokenOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  constexpr OpId op = OpId::DequantizePerTokenOut;
+  HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * x, r.tensor(0));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * scale, r.tensor(1));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * zp, r.tensor(2));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t qmin, r.int_arg(3));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t qmax, r.int_arg(4));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dtype, r.int_arg(5));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t out_dtype, r.int_arg(6));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(7));
+  HF2PTE_CHECK_OR_RETURN(dtype == int64_t(ScalarType::kChar) && out_dtype == int64_t(ScalarType::kFloat),
+                         kNotSupported, "{}: int8 -> float32 only", op_key(op));
+  HF2PTE_RETURN_IF_ERROR(expect_int_range(qmin, qmax, -128, 127, op));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*x, ScalarType::kChar, op, "input"));
+  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*x, op, "input"));
+  HF2PTE_RETURN_IF_ERROR(expect_per_token_params(*x, *scale, *zp, op));
+  HF2PTE_RETURN_IF_ERROR(resize_out(*out, x->sizes(), op));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*out, ScalarType::kFloat, op, "out"));
+  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*out, op, "out"));
+  const int64_t n = x->dim() == 0 ? 1 : x->size(-1), tokens = token_count(*x);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float s = float(scale->data<double>()[t]);
+    const int32_t z = int32_t(zp->data<int64_t>()[t]);
+    const int8_t* in = x->data<int8_t>() + t * n;
+    float* o = out->data<float>() + t * n;
+    for (int64_t i = 0; i < n; ++i) o[i] = float(int32_t(in[i]) - z) * s;
+  }
+  r.set_return(7);
+  return Status::ok();
+}
+
+// out[m, n] = Σ_k in[m, k] · (w[n, k] · scale[n, k / group]) (zero points None).
+Status MixedLinearOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  constexpr OpId op = OpId::MixedLinearOut;
+  HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * x, r.tensor(0));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * w, r.tensor(1));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * scales, r.tensor(2));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * zps, r.opt_tensor(3));
+  HF2PTE_ASSIGN_OR_RETURN(std::optional<int64_t> dtype, r.opt_int(4));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(5));
+  HF2PTE_CHECK_OR_RETURN(zps == nullptr, kNotSupported, "{}: weight zero points are not supported", op_key(op));
+  HF2PTE_CHECK_OR_RETURN(!dtype || *dtype == int64_t(ScalarType::kFloat), kNotSupported, "{}: dtype {}; only float32",
+                         op_key(op), *dtype);
+  HF2PTE_CHECK_OR_RETURN(x->dim() == 2 && w->dim() == 2 && (scales->dim() == 1 || scales->dim() == 2), kInvalidArgument,
+                         "{}: input {} and weight {} must be 2-D, scales {} 1-D or 2-D", op_key(op),
+                         format_shape(x->sizes()), format_shape(w->sizes()), format_shape(scales->sizes()));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*x, ScalarType::kFloat, op, "input"));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*w, ScalarType::kChar, op, "weight"));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*scales, ScalarType::kFloat, op, "weight_scales"));
+  for (auto* t : {x, w, scales}) HF2PTE_RETURN_IF_ERROR(expect_contiguous(*t, op, "operands"));
+  const int64_t M = x->size(0), K = x->size(1), N = w->size(0);
+  const int64_t G = scales->dim() == 2 ? scales->size(1) : 1;
+  HF2PTE_CHECK_OR_RETURN(w->size(1) == K && scales->size(0) == N && G >= 1 && K % G == 0, kInvalidArgument,
+                         "{}: input {} x weight {} with scales {}", op_key(op), format_shape(x->sizes()),
+                         format_shape(w->sizes()), format_shape(scales->sizes()));
+  const std::vector<int64_t> shape = {M, N};
+  HF2PTE_RETURN_IF_ERROR(resize_out(*out, shape, op));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*out, ScalarType::kFloat, op, "out"));
+  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*out, op, "out"));
+  const int64_t gs = K / G;
+  const float* px = x->data<float>();
+  const int8_t* pw = w->data<int8_t>();
+  const float* ps = scales->data<float>();
+  float* po = out->data<float>();
+  std::vector<float> row(static_cast<size_t>(K));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) row[size_t(k)] = float(pw[n * K + k]) * ps[n * G + k / gs];
+    for (int64_t m = 0; m < M; ++m) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < K; ++k) acc += px[m * K + k] * row[size_t(k)];
+      po[m * N + n] = acc;
+    }
+  }
+  r.set_return(5);
+  return Status::ok();
+}
+
+namespace {
+
+// embedding_byte / embedding_4bit: out[..., j] = (q(index, j) - zp) · scale[index, j / group].
+Status embedding_xbit(std::span<rt::EValue*> args, OpId op, int bits) {
+  HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * w, r.tensor(0));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * scales, r.tensor(1));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * zps, r.opt_tensor(2));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t qmin, r.int_arg(3));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t qmax, r.int_arg(4));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * indices, r.tensor(5));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(6));
+  (void)qmin;  // metadata only, as upstream's kernels treat it
+  (void)qmax;
+  HF2PTE_CHECK_OR_RETURN(w->dim() == 2 && (scales->dim() == 1 || scales->dim() == 2), kInvalidArgument,
+                         "{}: weight {} must be 2-D and scales {} 1-D or 2-D", op_key(op), format_shape(w->sizes()),
+                         format_shape(scales->sizes()));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*w, bits == 8 ? ScalarType::kChar : ScalarType::kByte, op, "weight"));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*scales, ScalarType::kFloat, op, "weight_scales"));
+  for (auto* t : {w, scales, indices}) HF2PTE_RETURN_IF_ERROR(expect_contiguous(*t, op, "operands"));
+  if (zps != nullptr) {
+    HF2PTE_RETURN_IF_ERROR(expect_dtype(*zps, ScalarType::kFloat, op, "weight_zero_points"));
+    HF2PTE_RETURN_IF_ERROR(expect_contiguous(*zps, op, "weight_zero_points"));
+    HF2PTE_CHECK_OR_RETURN(zps->numel() == scales->numel(), kInvalidArgument, "{}: {} zero points for {} scales",
+                           op_key(op), zps->numel(), scales->numel());
+  }
+  HF2PTE_CHECK_OR_RETURN(indices->dtype() == ScalarType::kLong || indices->dtype() == ScalarType::kInt,
+                         kInvalidArgument, "{}: indices must be int64 or int32", op_key(op));
+  const int64_t rows = w->size(0), dim = w->size(1) * (8 / bits);
+  const int64_t G = scales->dim() == 2 ? scales->size(1) : 1;
+  HF2PTE_CHECK_OR_RETURN(scales->size(0) == rows && G >= 1 && dim % G == 0, kInvalidArgument,
+                         "{}: scales {} for weight {}", op_key(op), format_shape(scales->sizes()),
+                         format_shape(w->sizes()));
+  const int64_t count = indices->numel();
+  auto index_at = [&](int64_t i) {
+    return indices->dtype() == ScalarType::kLong ? indices->data<int64_t>()[i] : int64_t(indices->data<int32_t>()[i]);
+  };
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t v = index_at(i);
+    HF2PTE_CHECK_OR_RETURN(v >= 0 && v < rows, kOutOfRange, "{}: index {} out of range; expected in [0, {})",
+                           op_key(op), v, rows);
+  }
+  HF2PTE_CHECK_OR_RETURN(indices->dim() < kMaxTensorRank, kNotSupported, "{}: indices of rank {}", op_key(op),
+                         indices->dim());
+  std::vector<int64_t> shape(indices->sizes().begin(), indices->sizes().end());
+  shape.push_back(dim);
+  HF2PTE_RETURN_IF_ERROR(resize_out(*out, shape, op));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*out, ScalarType::kFloat, op, "out"));
+  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*out, op, "out"));
+  const int64_t gs = dim / G, row_bytes = w->size(1);
+  const float* ps = scales->data<float>();
+  const float* pz = zps ? zps->data<float>() : nullptr;
+  float* po = out->data<float>();
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t v = index_at(i);
+    const uint8_t* row = w->data<uint8_t>() + v * row_bytes;
+    for (int64_t j = 0; j < dim; ++j) {
+      const int32_t q = bits == 8 ? int32_t(int8_t(row[j])) : quant::embedding_int4_at(row, j);
+      const float zp = pz ? pz[v * G + j / gs] : 0.0f;
+      po[i * dim + j] = (float(q) - zp) * ps[v * G + j / gs];
+    }
+  }
+  r.set_return(6);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status EmbeddingByteOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  return embedding_xbit(args, OpId::EmbeddingByteOut, 8);
+}
+Status Embedding4bitOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  return embedding_xbit(args, OpId::Embedding4bitOut, 4);
+}
+
+}  // namespace hf2pte::kernels

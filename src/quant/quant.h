@@ -1,0 +1,90 @@
+// Weight and activation quantization math, in one place for the exporter (which
+// computes the integers and scales), the runtime kernels (which unpack them) and
+// the tests. The formulas are torchao's, computed in float32 in torchao's
+// operation order so the integers come out as torchao's
+// (docs/quantization.md; shared/fixtures-quant/README.md, "Formulas").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace hf2pte::quant {
+
+/// How the scales of a weight are chosen.
+enum class QParams {
+  kHqq,     ///< HQQ scale-only: up to 20 least-squares steps (optimum-executorch's default)
+  kAffine,  ///< torchao's max-abs rule: scale = max|w| / ((qmax - qmin) / 2)
+};
+std::string_view qparams_name(QParams p);
+
+/// A symmetric integer grid: bits 4 -> [-8, 7], 8 -> [-128, 127].
+struct IntRange {
+  int32_t qmin, qmax;
+};
+IntRange int_range(int bits);
+
+/// Blocks of one weight matrix [rows, cols]: `group` consecutive elements of a
+/// row share one scale; group 0 = the whole row (per channel).
+struct BlockShape {
+  int64_t rows = 0, cols = 0, group = 0;
+  int64_t block() const { return group == 0 ? cols : group; }
+  int64_t blocks_per_row() const { return cols / block(); }
+  int64_t num_blocks() const { return rows * blocks_per_row(); }
+};
+
+/// Runs f(begin, end) over [0, count) in chunks, possibly in parallel. Results
+/// never depend on how the range is split (every block is computed alone).
+using ParallelFor = std::function<void(int64_t count, const std::function<void(int64_t, int64_t)>& f)>;
+void serial_for(int64_t count, const std::function<void(int64_t, int64_t)>& f);
+
+/// q[rows * cols] (int8 holding values in [qmin, qmax]) and scales[num_blocks]
+/// (float32, row-major [rows, blocks_per_row]); zero points are 0.
+struct QuantizedWeight {
+  std::vector<int8_t> q;
+  std::vector<float> scales;
+};
+
+/// Quantizes w[rows * cols] (row-major float32). cols % block == 0 is the
+/// caller's check. HQQ sums Σ(W·Q) left to right within each block in float32
+/// (numpy's "float32_sequential" realization), a fixed order: the bytes are the
+/// same on every machine and for every split of the work.
+QuantizedWeight quantize_weight(std::span<const float> w, const BlockShape& shape, int bits, QParams algo,
+                                const ParallelFor& pf = serial_for);
+
+/// Round to nearest even into bfloat16 (upstream's scale.to(torch.bfloat16)).
+uint16_t float_to_bf16(float f);
+float bf16_to_float(uint16_t b);
+
+/// XNNPACK's 4-bit filter packing (qcint4 / qbint4): value + 8 per nibble, the
+/// even column in the low nibble; an odd count is padded with 0 (value -8 + 8).
+/// out gets ceil(n / 2) bytes per row.
+void pack_int4_xnnpack(std::span<const int8_t> row, uint8_t* out);
+/// Upstream's 4-bit embedding packing (embedding_4bit): the even column in the
+/// HIGH nibble, each + 8.
+void pack_int4_embedding(std::span<const int8_t> row, uint8_t* out);
+/// Element c of a row packed by pack_int4_xnnpack / pack_int4_embedding.
+inline int32_t xnnpack_int4_at(const uint8_t* row, int64_t c) {
+  const uint8_t b = row[c / 2];
+  return int32_t(c % 2 == 0 ? b & 0xF : b >> 4) - 8;
+}
+inline int32_t embedding_int4_at(const uint8_t* row, int64_t c) {
+  const uint8_t b = row[c / 2];
+  return int32_t(c % 2 == 0 ? b >> 4 : b & 0xF) - 8;
+}
+
+/// Per-token asymmetric int8 parameters of one row (torchao's
+/// _apply_int8_act_asym_per_token_quant_dequant, in float32):
+/// scale = (max(x,0) - min(x,0)) / 255 (at least the smallest normal),
+/// zero_point = clamp(-128 - round(min / scale), -128, 127).
+struct TokenQParams {
+  float scale;
+  int32_t zero_point;
+};
+TokenQParams token_qparams(std::span<const float> row);
+/// x' = (clamp(round(x * (1 / scale)) + zp, -128, 127) - zp) * scale, in place.
+void fake_quantize_token(std::span<float> row, const TokenQParams& p);
+
+}  // namespace hf2pte::quant

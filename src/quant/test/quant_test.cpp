@@ -1,0 +1,117 @@
+#include "quant/quant.h"
+
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace hf2pte::quant {
+namespace {
+
+std::vector<float> random_weights(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 0.05f);
+  std::vector<float> w(n);
+  for (auto& x : w) x = d(rng);
+  return w;
+}
+
+TEST(Affine, ScaleIsMaxAbsOverHalfRangeAndTheTieIsTorchaosFloatOrder) {
+  // Block [-1.5, 0.75]: m = 1.5, scale = 1.5 / 7.5 = 0.2 (float), q(-1.5) is the tie -7.5.
+  std::vector<float> w = {-1.5f, 0.75f, 0.1f, 0.0f};
+  auto r = quantize_weight(w, {1, 4, 0}, 4, QParams::kAffine);
+  const float s = 1.5f / 7.5f, inv = 1.0f / s;
+  EXPECT_EQ(r.scales[0], s);
+  EXPECT_EQ(r.q[0], int8_t(std::max(-8.0f, std::nearbyint(-1.5f * inv))));
+  EXPECT_EQ(r.q[1], int8_t(std::nearbyint(0.75f * inv)));
+  // The positive maximum lands on +7.5 -> 8 -> clamped to 7 (int8: 127).
+  auto p = quantize_weight(std::vector<float>{1.0f, -0.5f}, {1, 2, 0}, 8, QParams::kAffine);
+  EXPECT_EQ(p.q[0], 127);
+  EXPECT_EQ(p.scales[0], 1.0f / 127.5f);
+}
+
+TEST(Affine, AllZeroBlockGetsTheSmallestNormalScale) {
+  auto r = quantize_weight(std::vector<float>(8, 0.0f), {1, 8, 4}, 4, QParams::kAffine);
+  ASSERT_EQ(r.scales.size(), 2u);
+  EXPECT_EQ(r.scales[0], std::numeric_limits<float>::min());
+  for (auto q : r.q) EXPECT_EQ(q, 0);
+}
+
+TEST(Hqq, IsALeastSquaresFixedPointAndBeatsMaxAbs) {
+  auto w = random_weights(64 * 128, 7);
+  BlockShape shape{64, 128, 32};
+  auto h = quantize_weight(w, shape, 4, QParams::kHqq);
+  auto a = quantize_weight(w, shape, 4, QParams::kAffine);
+  double eh = 0, ea = 0;
+  for (int64_t k = 0; k < shape.num_blocks(); ++k) {
+    for (int64_t i = 0; i < 32; ++i) {
+      const size_t j = size_t(k * 32 + i);
+      eh += std::pow(w[j] - h.q[j] * h.scales[size_t(k)], 2);
+      ea += std::pow(w[j] - a.q[j] * a.scales[size_t(k)], 2);
+      EXPECT_GE(h.q[j], -8);
+      EXPECT_LE(h.q[j], 7);
+    }
+  }
+  EXPECT_LT(eh, ea);  // HQQ minimises the block error that max-abs does not
+  // At the fixed point s = Σ(W·Q) / Σ(Q·Q) of the final integers (to the tolerance).
+  for (int64_t k = 0; k < 4; ++k) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < 32; ++i) {
+      num += double(w[size_t(k * 32 + i)]) * h.q[size_t(k * 32 + i)];
+      den += double(h.q[size_t(k * 32 + i)]) * h.q[size_t(k * 32 + i)];
+    }
+    EXPECT_NEAR(h.scales[size_t(k)], num / den, 1e-4 * h.scales[size_t(k)]);
+  }
+}
+
+TEST(Hqq, BytesDoNotDependOnHowTheWorkIsSplit) {
+  auto w = random_weights(96 * 64, 3);
+  BlockShape shape{96, 64, 0};
+  auto serial = quantize_weight(w, shape, 8, QParams::kHqq);
+  ParallelFor odd_chunks = [](int64_t n, const std::function<void(int64_t, int64_t)>& f) {
+    for (int64_t b = n; b > 0; b -= 7) f(std::max<int64_t>(0, b - 7), b);  // reversed, uneven chunks
+  };
+  auto split = quantize_weight(w, shape, 8, QParams::kHqq, odd_chunks);
+  EXPECT_EQ(serial.q, split.q);
+  EXPECT_EQ(serial.scales, split.scales);
+}
+
+TEST(Bf16, RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3F80);
+  // 1 + 2^-8 is halfway between bf16 1.0 and 1.0078125: ties to even (1.0).
+  EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256), 0x3F80);
+  EXPECT_EQ(float_to_bf16(1.0f + 3.0f / 256), 0x3F82);
+  EXPECT_EQ(bf16_to_float(0x3F82), 1.0f + 2.0f / 128);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+}
+
+TEST(Pack, XnnpackPutsTheEvenColumnLowAndEmbeddingsHigh) {
+  std::vector<int8_t> row = {-8, 7, 0, -1, 3};
+  uint8_t x[3], e[3];
+  pack_int4_xnnpack(row, x);
+  pack_int4_embedding(row, e);
+  EXPECT_EQ(x[0], 0xF0);  // low nibble -8 + 8 = 0, high 7 + 8 = 15
+  EXPECT_EQ(e[0], 0x0F);
+  EXPECT_EQ(x[2], 0x0B);  // odd count: padded high nibble 0
+  EXPECT_EQ(e[2], 0xB0);
+  for (int64_t c = 0; c < 5; ++c) {
+    EXPECT_EQ(xnnpack_int4_at(x, c), row[size_t(c)]);
+    EXPECT_EQ(embedding_int4_at(e, c), row[size_t(c)]);
+  }
+}
+
+TEST(TokenQuant, MatchesTorchaosAsymmetricPerTokenFormula) {
+  std::vector<float> x = {-1.0f, 0.5f, 2.0f, 0.0f};
+  auto p = token_qparams(x);
+  EXPECT_EQ(p.scale, 3.0f / 255.0f);
+  EXPECT_EQ(p.zero_point, int32_t(-128.0f - std::nearbyint(-1.0f / p.scale)));
+  fake_quantize_token(x, p);
+  EXPECT_NEAR(x[0], -1.0f, 1e-6);
+  EXPECT_NEAR(x[2], 2.0f, p.scale);
+  // All-positive rows still include 0 in the range.
+  auto q = token_qparams(std::vector<float>{1.0f, 2.0f});
+  EXPECT_EQ(q.zero_point, -128);
+}
+
+}  // namespace
+}  // namespace hf2pte::quant
