@@ -343,3 +343,55 @@ TEST(Cli, PromptLongerThanTheContextIsRefusedWithBothLengths) {
 
 }  // namespace
 }  // namespace hf2pte
+
+// Quantized exports (docs/quantization.md): HQQ sums in one fixed order and the
+// work split never changes a block, so --threads does not change the bytes.
+TEST(Cli, QuantizedExportIsByteIdenticalAcrossThreadCounts) {
+  auto dir = test::temp_dir("t");
+  auto model = test::repo_path("tests/data/fixtures/llama-gqa");
+  for (const char* backend : {"xnnpack", "portable"}) {
+    const std::string q = std::string(" --quiet --qlinear 8da4w --qembedding 8w --backend ") + backend;
+    ASSERT_EQ(run_cli("export " + model + " -o " + dir + "/a.pte --threads 1" + q, dir).exit_code, 0);
+    ASSERT_EQ(run_cli("export " + model + " -o " + dir + "/b.pte --threads 2" + q, dir).exit_code, 0);
+    auto a = slurp(dir + "/a.pte"), b = slurp(dir + "/b.pte");
+    EXPECT_GT(a.size(), 1000u);
+    EXPECT_TRUE(a == b) << backend << ": quantized exports with --threads 1 and --threads 2 differ";
+  }
+}
+
+// A recipe that cannot apply is one line naming the flag (and the layer), and no file.
+TEST(Cli, QuantizationRecipesThatCannotApplyAreOneLineErrors) {
+  auto dir = test::temp_dir("t");
+  auto model = test::repo_path("tests/data/fixtures/llama-gqa");
+  const std::string out = " -o " + dir + "/q.pte";
+  struct Case {
+    std::string flags, message;
+  };
+  const std::vector<Case> cases = {
+      {"--qlinear 3w", "unknown --qlinear recipe '3w'"},
+      {"--qembedding 2w", "unknown --qembedding recipe '2w'"},
+      {"--qlinear 8da4w --qparams gptq", "unknown --qparams 'gptq'"},
+      {"--qlinear 8da4w --qlinear-group-size 3", "--qlinear-group-size 3: expected 0 (per channel) or a positive even number"},
+      {"--qlinear 8da4w --qlinear-group-size 64", "layer layers.0.attn.q_proj has 96 input features, not a multiple of --qlinear-group-size 64"},
+      {"--qlinear 8w --qlinear-skip '*'", "the model has no linear layer to quantize"},
+      {"--qlinear-skip lm_head", "--qlinear-skip needs --qlinear"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_cli("export " + model + out + " " + c.flags, dir);
+    expect_one_line_error(r, c.message);
+    EXPECT_FALSE(fs::exists(dir + "/q.pte")) << c.flags;
+  }
+}
+
+// 8da4w,8da8w: 8da4w where the group divides in_features, 8da8w per channel elsewhere.
+TEST(Cli, MixedRecipeFallsBackToPerChannelWhereTheGroupDoesNotDivide) {
+  auto dir = test::temp_dir("t");
+  auto model = test::repo_path("tests/data/fixtures/llama-gqa");
+  auto r = run_cli("export " + model + " -o " + dir + "/q.pte --quiet --qlinear 8da4w,8da8w --qlinear-group-size 64", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto i = run_cli("inspect " + dir + "/q.pte --json", dir);
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  // hidden 96 (not divisible by 64) -> qcint8 per channel; the MLP's down (in 256) -> qbint4.
+  EXPECT_NE(i.out.find("qcint8"), std::string::npos);
+  EXPECT_NE(i.out.find("qbint4"), std::string::npos);
+}

@@ -35,7 +35,7 @@ struct XnnValueSpec {
   uint32_t flags = 0;                     ///< 1 external input, 2 external output
   uint32_t constant_idx = 0;              ///< index into XnnSubgraph::constants (+1), 0 = none
   fb_xnnpack::XNNDatatype datatype = fb_xnnpack::XNNDatatype::fp32;
-  XnnQuantSpec quant;
+  XnnQuantSpec quant{};
 };
 
 /// One ConstantDataOffset in Program.named_data: {UINT64_MAX, size, key}.

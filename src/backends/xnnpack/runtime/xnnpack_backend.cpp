@@ -1,6 +1,9 @@
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 
+#include <map>
 #include <mutex>
+
+#include <fmt/format.h>
 
 #include "backends/xnnpack/runtime/xnn_graph.h"
 #include "runtime/tensor.h"
@@ -113,7 +116,22 @@ Status register_xnnpack_backend() {
 Result<std::vector<std::pair<std::string, size_t>>> xnnpack_node_counts(std::span<const uint8_t> payload,
                                                                          const pte::PteFile* file) {
   HF2PTE_ASSIGN_OR_RETURN(XnnGraph g, compile_payload(payload, file, CompileFor::kInspection));
-  return g.node_counts();
+  // Quantized FullyConnected nodes are counted per scheme (input x filter,
+  // block size), e.g. "XNNFullyConnected qdint8 x qbint4 g32" (8da4w).
+  std::map<std::string, size_t> counts;
+  for (const XNode& n : g.nodes) {
+    std::string name = n.name;
+    if (const auto* fc = std::get_if<FullyConnectedParams>(&n.params)) {
+      const XValue& x = g.values[fc->input];
+      const XValue& w = g.values[fc->filter];
+      if (w.dtype != XDtype::kFp32) {
+        name += fmt::format(" {} x {}", xdtype_name(x.dtype), xdtype_name(w.dtype));
+        if (w.group_size > 0) name += fmt::format(" g{}", w.group_size);
+      }
+    }
+    ++counts[name];
+  }
+  return std::vector<std::pair<std::string, size_t>>(counts.begin(), counts.end());
 }
 
 }  // namespace hf2pte::xnn
