@@ -20,6 +20,10 @@
 
 #include "kernels/optimized/qgemm.h"
 
+// The tiles' MR x P loops must unroll fully so their accumulators live in
+// registers (-O2 leaves them as stack arrays otherwise).
+#define HF2PTE_UNROLL _Pragma("GCC unroll 16")
+
 namespace hf2pte::kernels {
 
 namespace avx512vnni {
@@ -115,11 +119,11 @@ inline void store_out(const TileArgs& t, int64_t r, int64_t col0, __m512 v) {
 template <int MR, int P>
 inline void channel_epilogue(const TileArgs& t, int64_t m0, int64_t p0, __m512i (&acc)[MR][P]) {
   const bool int8 = t.w.kind == QFilterKind::kInt8;
-  for (int p = 0; p < P; ++p) {
+  HF2PTE_UNROLL for (int p = 0; p < P; ++p) {
     const int64_t col0 = (p0 + p) * kQPanel;
     const __m512i wsum = _mm512_loadu_si512(t.w.wsum.data() + col0);
     const __m512 ws = _mm512_loadu_ps(t.w.scale.data() + col0);
-    for (int r = 0; r < MR; ++r) {
+    HF2PTE_UNROLL for (int r = 0; r < MR; ++r) {
       const int64_t row = m0 + r;
       const int32_t zp = t.a.zp[size_t(row)];
       __m512i d;
@@ -141,14 +145,13 @@ void tile_dq_int8(const TileArgs& t, int64_t m0, int64_t p0) {
   const uint8_t* wp = t.w.data.data() + p0 * t.w.panel_bytes;
   const uint8_t* ar = t.a.q.data() + m0 * t.a.kp;
   __m512i acc[MR][P];
-  for (auto& row : acc)
-    for (auto& v : row) v = _mm512_setzero_si512();
+  HF2PTE_UNROLL for (int r = 0; r < MR; ++r) HF2PTE_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_si512();
   for (int64_t kk = 0; kk < kp; kk += 4) {
     __m512i wv[P];
-    for (int p = 0; p < P; ++p) wv[p] = _mm512_loadu_si512(wp + p * t.w.panel_bytes + kk * kQPanel);
-    for (int r = 0; r < MR; ++r) {
+    HF2PTE_UNROLL for (int p = 0; p < P; ++p) wv[p] = _mm512_loadu_si512(wp + p * t.w.panel_bytes + kk * kQPanel);
+    HF2PTE_UNROLL for (int r = 0; r < MR; ++r) {
       const __m512i av = _mm512_set1_epi32(load_i32(ar + r * t.a.kp + kk));
-      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], av, wv[p]);
+      HF2PTE_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], av, wv[p]);
     }
   }
   channel_epilogue<MR, P>(t, m0, p0, acc);
@@ -160,15 +163,14 @@ void tile_dq_int4(const TileArgs& t, int64_t m0, int64_t p0) {
   const uint8_t* wp = t.w.data.data() + p0 * t.w.panel_bytes;
   const uint8_t* ar = t.a.q.data() + m0 * t.a.kp;
   __m512i acc[MR][P];
-  for (auto& row : acc)
-    for (auto& v : row) v = _mm512_setzero_si512();
+  HF2PTE_UNROLL for (int r = 0; r < MR; ++r) HF2PTE_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_si512();
   for (int64_t kk = 0; kk < kp; kk += 8) {
     __m512i lo[P], hi[P];
-    for (int p = 0; p < P; ++p) unpack_nibbles(_mm512_loadu_si512(wp + p * t.w.panel_bytes + kk * 8), &lo[p], &hi[p]);
-    for (int r = 0; r < MR; ++r) {
+    HF2PTE_UNROLL for (int p = 0; p < P; ++p) unpack_nibbles(_mm512_loadu_si512(wp + p * t.w.panel_bytes + kk * 8), &lo[p], &hi[p]);
+    HF2PTE_UNROLL for (int r = 0; r < MR; ++r) {
       const __m512i a0 = _mm512_set1_epi32(load_i32(ar + r * t.a.kp + kk));
       const __m512i a1 = _mm512_set1_epi32(load_i32(ar + r * t.a.kp + kk + 4));
-      for (int p = 0; p < P; ++p) {
+      HF2PTE_UNROLL for (int p = 0; p < P; ++p) {
         acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], lo[p], a0);
         acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], hi[p], a1);
       }
@@ -184,36 +186,35 @@ void tile_dq_int4_block(const TileArgs& t, int64_t m0, int64_t p0) {
   const uint8_t* wp = t.w.data.data() + p0 * t.w.panel_bytes;
   const uint8_t* ar = t.a.q.data() + m0 * t.a.kp;
   __m512 facc[MR][P];
-  for (auto& row : facc)
-    for (auto& v : row) v = _mm512_setzero_ps();
+  HF2PTE_UNROLL for (int r = 0; r < MR; ++r) HF2PTE_UNROLL for (int p = 0; p < P; ++p) facc[r][p] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m512i acc[MR][P];
-    for (int r = 0; r < MR; ++r) {
+    HF2PTE_UNROLL for (int r = 0; r < MR; ++r) {
       const __m512i init = _mm512_set1_epi32(t.a.bsum[size_t((m0 + r) * nb + b)]);
-      for (int p = 0; p < P; ++p) acc[r][p] = init;
+      HF2PTE_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = init;
     }
     const uint8_t* wb = wp + b * block_bytes;
     for (int64_t kk = 0; kk < g; kk += 8) {
       __m512i lo[P], hi[P];
-      for (int p = 0; p < P; ++p) unpack_nibbles(_mm512_loadu_si512(wb + p * t.w.panel_bytes + kk * 8), &lo[p], &hi[p]);
-      for (int r = 0; r < MR; ++r) {
+      HF2PTE_UNROLL for (int p = 0; p < P; ++p) unpack_nibbles(_mm512_loadu_si512(wb + p * t.w.panel_bytes + kk * 8), &lo[p], &hi[p]);
+      HF2PTE_UNROLL for (int r = 0; r < MR; ++r) {
         const uint8_t* q = ar + r * t.a.kp + b * g + kk;
         const __m512i a0 = _mm512_set1_epi32(load_i32(q)), a1 = _mm512_set1_epi32(load_i32(q + 4));
-        for (int p = 0; p < P; ++p) {
+        HF2PTE_UNROLL for (int p = 0; p < P; ++p) {
           acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], lo[p], a0);
           acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], hi[p], a1);
         }
       }
     }
-    for (int p = 0; p < P; ++p) {
+    HF2PTE_UNROLL for (int p = 0; p < P; ++p) {
       const __m512 sc = load_bf16x16(wb + p * t.w.panel_bytes + kQPanel * g / 2);
-      for (int r = 0; r < MR; ++r) facc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][p]), sc, facc[r][p]);
+      HF2PTE_UNROLL for (int r = 0; r < MR; ++r) facc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][p]), sc, facc[r][p]);
     }
   }
-  for (int p = 0; p < P; ++p) {
+  HF2PTE_UNROLL for (int p = 0; p < P; ++p) {
     const int64_t col0 = (p0 + p) * kQPanel;
     const __m512 wsumf = _mm512_loadu_ps(t.w.wsumf.data() + col0);
-    for (int r = 0; r < MR; ++r) {
+    HF2PTE_UNROLL for (int r = 0; r < MR; ++r) {
       const int64_t row = m0 + r;
       const __m512 v = _mm512_fnmadd_ps(_mm512_set1_ps(float(t.a.zp[size_t(row)])), wsumf, facc[r][p]);
       store_out(t, row, col0, _mm512_mul_ps(_mm512_set1_ps(t.a.scale[size_t(row)]), v));
@@ -377,17 +378,17 @@ inline void store_wo(const WoArgs& t, int64_t r, int64_t col0, __m512 v) {
 
 /// acc[r][p] += x[r][k0 + J] * column values in byte J of `v[p]`.
 template <int MR, int P, int J>
-inline void fma_byte(const float* const* xr, int64_t k0, const __m512i (&v)[P], __m512 (&acc)[MR][P]) {
+__attribute__((always_inline)) inline void fma_byte(const float* const* xr, int64_t k0, const __m512i (&v)[P], __m512 (&acc)[MR][P]) {
   __m512 wf[P];
-  for (int p = 0; p < P; ++p) wf[p] = byte_lane<J>(v[p]);
-  for (int r = 0; r < MR; ++r) {
+  HF2PTE_UNROLL for (int p = 0; p < P; ++p) wf[p] = byte_lane<J>(v[p]);
+  HF2PTE_UNROLL for (int r = 0; r < MR; ++r) {
     const __m512 xv = _mm512_set1_ps(xr[r][k0 + J]);
-    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(xv, wf[p], acc[r][p]);
+    HF2PTE_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(xv, wf[p], acc[r][p]);
   }
 }
 
 template <int MR, int P>
-inline void fma_word(const float* const* xr, int64_t k0, const __m512i (&v)[P], __m512 (&acc)[MR][P]) {
+__attribute__((always_inline)) inline void fma_word(const float* const* xr, int64_t k0, const __m512i (&v)[P], __m512 (&acc)[MR][P]) {
   fma_byte<MR, P, 0>(xr, k0, v, acc);
   fma_byte<MR, P, 1>(xr, k0, v, acc);
   fma_byte<MR, P, 2>(xr, k0, v, acc);
@@ -396,18 +397,18 @@ inline void fma_word(const float* const* xr, int64_t k0, const __m512i (&v)[P], 
 
 /// Weight-only tile over k range [k0, k1) of a run (int8 panel, int4 panel or one int4 block).
 template <int MR, int P>
-inline void wo_run(const WoArgs& t, const uint8_t* wp, const float* const* xr, int64_t k0, int64_t k1,
+__attribute__((always_inline)) inline void wo_run(const WoArgs& t, const uint8_t* wp, const float* const* xr, int64_t k0, int64_t k1,
                    __m512 (&acc)[MR][P]) {
   if (t.w.kind == QFilterKind::kInt8) {
     for (int64_t kk = k0; kk < k1; kk += 4) {
       __m512i v[P];
-      for (int p = 0; p < P; ++p) v[p] = _mm512_loadu_si512(wp + p * t.w.panel_bytes + (kk - k0) * 16);
+      HF2PTE_UNROLL for (int p = 0; p < P; ++p) v[p] = _mm512_loadu_si512(wp + p * t.w.panel_bytes + (kk - k0) * 16);
       fma_word<MR, P>(xr, kk, v, acc);
     }
   } else {
     for (int64_t kk = k0; kk < k1; kk += 8) {
       __m512i lo[P], hi[P];
-      for (int p = 0; p < P; ++p) signed_nibbles(wp + p * t.w.panel_bytes + (kk - k0) * 8, &lo[p], &hi[p]);
+      HF2PTE_UNROLL for (int p = 0; p < P; ++p) signed_nibbles(wp + p * t.w.panel_bytes + (kk - k0) * 8, &lo[p], &hi[p]);
       fma_word<MR, P>(xr, kk, lo, acc);
       fma_word<MR, P>(xr, kk + 4, hi, acc);
     }
@@ -417,34 +418,32 @@ inline void wo_run(const WoArgs& t, const uint8_t* wp, const float* const* xr, i
 template <int MR, int P>
 void tile_wo(const WoArgs& t, int64_t m0, int64_t p0) {
   const float* xr[MR];
-  for (int r = 0; r < MR; ++r) xr[r] = t.x + (m0 + r) * t.w.kp;
+  HF2PTE_UNROLL for (int r = 0; r < MR; ++r) xr[r] = t.x + (m0 + r) * t.w.kp;
   const uint8_t* wp = t.w.data.data() + p0 * t.w.panel_bytes;
   __m512 acc[MR][P];
-  for (auto& row : acc)
-    for (auto& v : row) v = _mm512_setzero_ps();
+  HF2PTE_UNROLL for (int r = 0; r < MR; ++r) HF2PTE_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   if (t.w.kind != QFilterKind::kInt4Block) {
     wo_run<MR, P>(t, wp, xr, 0, t.w.kp, acc);
-    for (int p = 0; p < P; ++p) {
+    HF2PTE_UNROLL for (int p = 0; p < P; ++p) {
       const int64_t col0 = (p0 + p) * kQPanel;
       const __m512 ws = _mm512_loadu_ps(t.w.scale.data() + col0);
-      for (int r = 0; r < MR; ++r) store_wo(t, m0 + r, col0, _mm512_mul_ps(acc[r][p], ws));
+      HF2PTE_UNROLL for (int r = 0; r < MR; ++r) store_wo(t, m0 + r, col0, _mm512_mul_ps(acc[r][p], ws));
     }
     return;
   }
   const int64_t g = t.w.group, block_bytes = kQPanel * g / 2 + 2 * kQPanel;
   for (int64_t b = 0; b < t.w.nblocks(); ++b) {
     __m512 bacc[MR][P];
-    for (auto& row : bacc)
-      for (auto& v : row) v = _mm512_setzero_ps();
+    HF2PTE_UNROLL for (int r = 0; r < MR; ++r) HF2PTE_UNROLL for (int p = 0; p < P; ++p) bacc[r][p] = _mm512_setzero_ps();
     const uint8_t* wb = wp + b * block_bytes;
     wo_run<MR, P>(t, wb, xr, b * g, (b + 1) * g, bacc);
-    for (int p = 0; p < P; ++p) {
+    HF2PTE_UNROLL for (int p = 0; p < P; ++p) {
       const __m512 sc = load_bf16x16(wb + p * t.w.panel_bytes + kQPanel * g / 2);
-      for (int r = 0; r < MR; ++r) acc[r][p] = _mm512_fmadd_ps(bacc[r][p], sc, acc[r][p]);
+      HF2PTE_UNROLL for (int r = 0; r < MR; ++r) acc[r][p] = _mm512_fmadd_ps(bacc[r][p], sc, acc[r][p]);
     }
   }
-  for (int p = 0; p < P; ++p) {
-    for (int r = 0; r < MR; ++r) store_wo(t, m0 + r, (p0 + p) * kQPanel, acc[r][p]);
+  HF2PTE_UNROLL for (int p = 0; p < P; ++p) {
+    HF2PTE_UNROLL for (int r = 0; r < MR; ++r) store_wo(t, m0 + r, (p0 + p) * kQPanel, acc[r][p]);
   }
 }
 
