@@ -1,4 +1,4 @@
-// hf2pte_kernel_bench [--threads N]: the optimized kernels' inner loops against
+// hf2pte_kernel_bench [--threads N] [--quantized (only the quantized kernels)]: the optimized kernels' inner loops against
 // OpenBLAS in one run (same threads, same buffers), best of several reps:
 //  - GEMM 1024^3 (prefill-sized): OpenBLAS sgemm on its own threads vs gemm_f32
 //    (what mm/addmm use: the kernel pool splitting columns over 1-thread sgemm
@@ -7,7 +7,12 @@
 //    bench-1b: gemm_f32_nt on W stored [N,K] (what XNNPACK FullyConnected
 //    runs: one sequential row per output), gemm_f32 on [K,N] (row chunks on the
 //    pool; portable mm), our [K,N] AVX-512 GEMV on the pool, OpenBLAS sgemm
-//    (M = 1) and sgemv on its threads, in GB/s of weights.
+//    (M = 1) and sgemv on its threads, in GB/s of weights;
+//  - the streaming read bandwidth of the pool (a plain sum over 512 MiB), and
+//    the quantized-filter kernels (qgemm.h) at the same shapes: decode GEMV in
+//    GB/s of packed weight bytes (and its share of that bandwidth), prefill
+//    GEMM (M = 512) in GOP/s, for int8 / int4 / int4 group-32 filters with
+//    dynamic int8 activations and with fp32 ones (weight-only).
 #include <cblas.h>
 
 #include <algorithm>
@@ -21,6 +26,7 @@
 
 #include "kernels/optimized/gemm.h"
 #include "kernels/optimized/kernels.h"
+#include "kernels/optimized/qgemm.h"
 #include "kernels/optimized/simd_kernels.h"
 #include "kernels/optimized/thread_pool.h"
 
@@ -39,6 +45,92 @@ double best_seconds(int reps, const std::function<void()>& fn) {
 
 std::vector<float> filled(size_t n, float v) { return std::vector<float>(n, v); }
 
+/// GB/s of a plain sum of 512 MiB on the pool: the machine's streaming read limit.
+double read_bandwidth() {
+  using namespace hf2pte::kernels;
+  const size_t words = (size_t(512) << 20) / 8;
+  std::vector<uint64_t> buf(words, 1);
+  std::vector<uint64_t> partial(64, 0);
+  double s = best_seconds(5, [&] {
+    parallel_for(int64_t(words), 1 << 16, [&](int64_t b, int64_t e) {
+      uint64_t a[8] = {};
+      int64_t i = b;
+      for (; i + 8 <= e; i += 8) {
+        for (int j = 0; j < 8; ++j) a[j] += buf[size_t(i + j)];
+      }
+      for (; i < e; ++i) a[0] += buf[size_t(i)];
+      partial[size_t(b >> 16) % 64] = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+    });
+  });
+  return double(words) * 8 / s / 1e9;
+}
+
+/// Random-ish packed filter of `kind` for [n, k].
+hf2pte::kernels::QFilter bench_filter(hf2pte::kernels::QFilterKind kind, int64_t n, int64_t k) {
+  using namespace hf2pte::kernels;
+  std::vector<float> scales(size_t(n * (k / 32)), 0.0078125f);
+  if (kind == QFilterKind::kInt8) {
+    std::vector<int8_t> w(size_t(n * k));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = int8_t((i * 37) % 255 - 127);
+    return pack_qfilter_int8(w.data(), n, k, scales.data());
+  }
+  std::vector<uint8_t> w(size_t(n * ((k + 1) / 2)));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = uint8_t((i * 73) % 256);
+  return kind == QFilterKind::kInt4 ? pack_qfilter_int4(w.data(), n, k, scales.data())
+                                    : pack_qfilter_int4_block(w.data(), n, k, 32, scales.data());
+}
+
+void bench_quantized(int threads) {
+  using namespace hf2pte::kernels;
+  const double bw = read_bandwidth();
+  std::printf("\nstreaming read (plain sum of 512 MiB, %d threads): %.1f GB/s; quantized kernels on %s\n", threads, bw,
+              qgemm_isa());
+  struct QShape {
+    const char* what;
+    int64_t K, N;
+  };
+  const QShape shapes[] = {{"110m gate/up 768x2048", 768, 2048},
+                           {"110m down 2048x768", 2048, 768},
+                           {"1b q/o 2048x2048", 2048, 2048},
+                           {"1b gate/up 2048x5632", 2048, 5632},
+                           {"1b down 5632x2048", 5632, 2048}};
+  struct QKind {
+    const char* what;
+    QFilterKind kind;
+    bool dynamic;
+  };
+  const QKind kinds[] = {{"8da8w", QFilterKind::kInt8, true},      {"8da4w g32", QFilterKind::kInt4Block, true},
+                         {"8da4w ch", QFilterKind::kInt4, true},   {"8w", QFilterKind::kInt8, false},
+                         {"4w g32", QFilterKind::kInt4Block, false}};
+  std::printf("%-24s %-10s %10s %8s %12s\n", "quantized GEMV M=1", "scheme", "GB/s", "of bw", "GEMM M=512");
+  for (const auto& sh : shapes) {
+    for (const auto& kd : kinds) {
+      QFilter base = bench_filter(kd.kind, sh.N, sh.K);
+      const size_t bytes = base.bytes();
+      const int copies = int(std::max<size_t>(2, (size_t(256) << 20) / bytes));
+      std::vector<QFilter> ws(size_t(copies), base);
+      std::vector<float> x(size_t(512 * sh.K));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 13 % 97) - 48) * 0.01f;
+      std::vector<float> y(size_t(512 * sh.N));
+      int next = 0;
+      auto run = [&](int64_t m, const QFilter& w) {
+        if (kd.dynamic) {
+          qgemm_dynamic(m, x.data(), sh.K, w, nullptr, y.data());
+        } else {
+          qgemm_weight_only(m, x.data(), w, nullptr, y.data());
+        }
+      };
+      const double s = best_seconds(5, [&] {
+        for (int c = 0; c < copies; ++c) run(1, ws[size_t((next++) % copies)]);
+      });
+      const double gbs = double(bytes) * copies / s / 1e9;
+      const double sg = best_seconds(3, [&] { run(512, base); });
+      std::printf("%-24s %-10s %10.1f %7.0f%% %8.1f GOP/s\n", sh.what, kd.what, gbs, 100.0 * gbs / bw,
+                  2.0 * 512 * double(sh.N) * double(sh.K) / sg / 1e9);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,8 +139,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--threads") threads = std::atoi(argv[++i]);
   }
+  bool quantized_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--quantized") quantized_only = true;
+  }
   set_kernel_threads(threads);
   std::printf("threads %d, SIMD table %s\n", threads, simd().isa);
+  if (quantized_only) {
+    bench_quantized(threads);
+    return 0;
+  }
 
   {
     const int n = 1024;
@@ -113,5 +213,6 @@ int main(int argc, char** argv) {
     std::printf("%-26s %10.1f %10.1f %10.1f %10.1f %10.1f %7.2fx\n", sh.what, nt, ours, simd_gemv, sgemm, sgemv,
                 nt / std::max(sgemm, sgemv));
   }
+  bench_quantized(threads);
   return 0;
 }

@@ -403,6 +403,13 @@ class Compiler {
     return Status::ok();
   }
 
+  /// Packs a qcint8 / qcint4 / qbint4 filter for the qgemm kernels when they
+  /// take it (scales per output channel or per block along k, [n, k] for
+  /// 4-bit, int32-safe k for dynamic int8); a qdint8 input produced by a
+  /// Convert from fp32 is rewired to that fp32 value. False: the caller
+  /// dequantizes instead.
+  bool pack_qfilter(FullyConnectedParams& p, const XValue& w, bool transposed);
+
   /// An [n, k] fp32/fp16 filter copied into huge-page memory (weight_store.h);
   /// its pages in the mapped file are given back.
   Status copy_to_huge_pages(FullyConnectedParams& p, const XValue& w) {
@@ -546,6 +553,62 @@ void pack_float_filter(FullyConnectedParams& p, const XValue& w, bool transposed
   }
 }
 
+bool Compiler::pack_qfilter(FullyConnectedParams& p, const XValue& w, bool transposed) {
+  const XValue& x = val(p.input);
+  const bool dynamic = x.dtype == XDtype::kQDInt8;
+  const int32_t out_dim = transposed ? 1 : 0;
+  bool ok = false;
+  switch (w.dtype) {
+    case XDtype::kQCInt8:
+      ok = w.channel_dim == out_dim && w.channel_scales.size() == size_t(p.n) && (!dynamic || p.k <= kernels::kQMaxInt8K);
+      break;
+    case XDtype::kQCInt4: ok = !transposed && w.channel_dim == 0 && w.channel_scales.size() == size_t(p.n); break;
+    case XDtype::kQBInt4: ok = !transposed && w.group_size % 8 == 0; break;
+    default: break;
+  }
+  if (!ok) return false;
+  uint32_t source = kInvalidId;
+  if (dynamic) {
+    // The producer: the last node so far writing x (a qdint8 has exactly one).
+    for (auto it = out_.nodes.rbegin(); it != out_.nodes.rend(); ++it) {
+      if (node_output(*it) != p.input) continue;
+      const auto* u = std::get_if<UnaryParams>(&it->params);
+      if (u != nullptr && u->kind == UnaryKind::kConvert && val(u->input).dtype == XDtype::kFp32) source = u->input;
+      break;
+    }
+    if (source == kInvalidId) return false;
+  }
+  kernels::QFilter f;
+  if (w.dtype == XDtype::kQCInt8) {
+    const auto* src = static_cast<const int8_t*>(w.cptr);
+    if (transposed) {
+      std::vector<int8_t> nk(size_t(p.n * p.k));
+      for (int64_t r = 0; r < p.k; ++r) {
+        for (int64_t c = 0; c < p.n; ++c) nk[size_t(c * p.k + r)] = src[r * p.n + c];
+      }
+      f = kernels::pack_qfilter_int8(nk.data(), p.n, p.k, w.channel_scales.data());
+    } else {
+      f = kernels::pack_qfilter_int8(src, p.n, p.k, w.channel_scales.data());
+    }
+  } else if (w.dtype == XDtype::kQCInt4) {
+    f = kernels::pack_qfilter_int4(static_cast<const uint8_t*>(w.cptr), p.n, p.k, w.channel_scales.data());
+  } else {
+    f = kernels::pack_qfilter_int4_block(static_cast<const uint8_t*>(w.cptr), p.n, p.k, w.group_size,
+                                         w.block_scales.data());
+  }
+  p.qfilter = std::make_shared<const kernels::QFilter>(std::move(f));
+  if (dynamic) {
+    p.dynamic = true;
+    p.quant_dims = x.num_nonbatch_dims;
+    p.input = source;
+  }
+  // The packed copy is what runs: the file's pages can leave the resident set.
+  if (w.constant.empty() && file_ != nullptr) {
+    file_->release_pages({static_cast<const uint8_t*>(w.cptr), size_t(packed_bytes(w))});
+  }
+  return true;
+}
+
 // The filter once: fp32 and fp16 [n, k] read in place (decode's GEMV reads
 // each output's weights as one sequential row), fp32 [k, n] read in place too
 // (row-chunk GEMV), weight-only quantized filters dequantized to [n, k], int8
@@ -571,8 +634,9 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
     HF2PTE_CHECK_OR_RETURN(numel_of(b->dims) == p.n, kInvalidProgram, "bias has {} elements; expected {}",
                            numel_of(b->dims), p.n);
   }
-  // qdint8 inputs are held as float on their int8 grid (xnn_graph.h), so they
-  // take the float path with dequantized weights.
+  // qdint8 inputs are held as float on their int8 grid (xnn_graph.h): they
+  // take the quantized kernels reading the Convert's fp32 input (the kernel
+  // quantizes it the same way), or the float path with dequantized weights.
   p.quantized = x.dtype != XDtype::kFp32 && x.dtype != XDtype::kQDInt8;
   if (!p.quantized) {
     HF2PTE_CHECK_OR_RETURN(y.dtype == XDtype::kFp32, kNotSupported, "fp32 input with {} output",
@@ -600,7 +664,7 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
       // mm) is read in place too: transposing it at init took 19 s for
       // bench-1b, against 0.6 s to load a [n, k] file.
       p.weights_kn = static_cast<const float*>(w.cptr);
-    } else {
+    } else if (!pack_qfilter(p, w, transposed)) {
       pack_float_filter(p, w, transposed);
     }
     if (b != nullptr) {
@@ -790,6 +854,24 @@ bool is_view(const XnnGraph& g, const XNode& n) {
 
 namespace {
 
+/// Marks qdint8 Converts that nothing reads any more (their FullyConnected
+/// readers quantize the fp32 input themselves) as fused: not run.
+void skip_fused_converts(XnnGraph& g) {
+  std::vector<uint32_t> readers(g.values.size(), 0);
+  for (const XNode& n : g.nodes) {
+    for (uint32_t v : node_inputs(n)) {
+      if (v < readers.size()) ++readers[v];
+    }
+  }
+  for (XNode& n : g.nodes) {
+    auto* u = std::get_if<UnaryParams>(&n.params);
+    if (u != nullptr && u->kind == UnaryKind::kConvert && g.values[u->output].dtype == XDtype::kQDInt8 &&
+        readers[u->output] == 0) {
+      u->fused = true;
+    }
+  }
+}
+
 /// Fills g.release_after: storage of internal value v (or of what it views)
 /// is released after the last node that reads v or any view of it.
 void plan_lifetimes(XnnGraph& g) {
@@ -819,6 +901,7 @@ void plan_lifetimes(XnnGraph& g) {
 Result<XnnGraph> compile_payload(std::span<const uint8_t> payload, const pte::PteFile* file, CompileFor purpose) {
   HF2PTE_ASSIGN_OR_RETURN(VerifiedPayload p, verify_payload(payload));
   HF2PTE_ASSIGN_OR_RETURN(XnnGraph g, Compiler(p, file, purpose).run());
+  skip_fused_converts(g);
   plan_lifetimes(g);
   return g;
 }

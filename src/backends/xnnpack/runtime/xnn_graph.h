@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 
 #include "backends/xnnpack/runtime/weight_store.h"
 #include "core/status.h"
+#include "kernels/optimized/qgemm.h"
 
 namespace hf2pte::pte {
 class PteFile;
@@ -95,14 +97,18 @@ struct UnaryParams {
   UnaryKind kind;
   uint32_t input, output;
   float alpha = 0.0f;  ///< LeakyReLU slope / ELU alpha
+  /// A qdint8 Convert whose every reader quantizes its fp32 input inside its
+  /// own kernel (FullyConnectedParams::dynamic): not run.
+  bool fused = false;
 };
 struct BinaryParams {
   BinaryKind kind;
   uint32_t input1, input2, output;
 };
 /// y = x·Wᵀ + b. fp32 and fp16 filters are read in place in their serialized
-/// layout; weight-only quantized ones are dequantized to [n, k] float; static
-/// int8 ones repacked.
+/// layout; qcint8 / qcint4 / qbint4 ones are packed for the quantized kernels
+/// (kernels/optimized/qgemm.h; the dequantized [n, k] float filter is the
+/// fallback for layouts they do not take); static int8 ones repacked.
 struct FullyConnectedParams {
   uint32_t input, filter, bias, output;
   int64_t n = 0, k = 0;
@@ -120,6 +126,13 @@ struct FullyConnectedParams {
   std::vector<uint16_t> weights_f16;
   const uint16_t* weights_nk_f16 = nullptr;
   std::vector<float> bias_f;     ///< [n] or empty, float path
+  /// Quantized filters packed once for the qgemm kernels (null otherwise).
+  std::shared_ptr<const kernels::QFilter> qfilter;
+  /// qdint8 input: `input` is then the fp32 value the Convert read, quantized
+  /// per row inside the kernel with the same parameters, `quant_dims` trailing
+  /// dims per quantization row (the qdint8 value's num_nonbatch_dims).
+  bool dynamic = false;
+  int32_t quant_dims = 1;
   std::vector<int8_t> weights_q;  ///< [n, k], quantized path
   std::vector<int32_t> bias_q;    ///< [n] or empty, quantized path
   std::vector<float> requant;     ///< [n]: in_scale * w_scale[c] / out_scale

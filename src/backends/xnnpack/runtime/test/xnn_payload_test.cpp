@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <random>
 
 #include "backends/xnnpack/runtime/xnn_graph.h"
 #include "backends/xnnpack/runtime/xnn_payload.h"
@@ -545,6 +546,106 @@ TEST(XnnOps, BlockwiseInt4FullyConnected) {
   auto st = run(b.finish(), {{{1, 4}, {1, 1, 1, 1}}}, out);
   ASSERT_TRUE(st.is_ok()) << st.message();
   EXPECT_EQ(out.data[1], (std::vector<float>{2.5f, -1.75f}));
+}
+
+/// fp32 -> qdint8 with the reference runner's rounding (one row of `k`).
+std::vector<float> fake_quant_rows(const std::vector<float>& x, size_t k) {
+  std::vector<float> out(x.size());
+  for (size_t r0 = 0; r0 < x.size(); r0 += k) {
+    float lo = 0.0f, hi = 0.0f;
+    for (size_t i = 0; i < k; ++i) lo = std::min(lo, x[r0 + i]), hi = std::max(hi, x[r0 + i]);
+    const float inv = lo == hi ? 1.0f : 255.0f / (hi - lo);
+    float zp = (-128.0f + lo * inv) + (127.0f + hi * inv) > 0 ? -128.0f - lo * inv : 127.0f - hi * inv;
+    zp = std::nearbyint(std::clamp(zp, -128.0f, 127.0f));
+    for (size_t i = 0; i < k; ++i) {
+      out[r0 + i] = (std::clamp(std::nearbyint(x[r0 + i] * inv) + zp, -128.0f, 127.0f) - zp) * (1.0f / inv);
+    }
+  }
+  return out;
+}
+
+// Each quantized filter type runs on the packed kernels (and the qdint8
+// Convert read only by FullyConnected nodes is fused into them): results
+// match dequantized filters x fake-quantized activations, summed in double.
+TEST(XnnOps, QuantizedFullyConnectedKernelsMatchDequantizedMath) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> v8(-128, 127), v4(-8, 7);
+  const uint32_t M = 5, K = 96, N = 37, G = 32;
+  for (fb::XNNDatatype wt : {fb::XNNDatatype::qcint8, fb::XNNDatatype::qcint4, fb::XNNDatatype::qbint4}) {
+    for (bool dynamic : {false, true}) {
+      PayloadBuilder b;
+      uint32_t x = b.input({M, K});
+      uint32_t xin = x;
+      if (dynamic) {
+        auto tok = fb::CreatePerTokenDynamicQuant(b.fbb(), 1);
+        xin = b.qvalue(fb::XNNDatatype::qdint8, {M, K}, fb::XNNQuantParams::PerTokenDynamicQuant, tok.Union());
+      }
+      std::vector<float> deq(size_t(N) * K), scales;
+      std::vector<uint8_t> bytes;
+      uint32_t w;
+      if (wt == fb::XNNDatatype::qcint8) {
+        for (uint32_t r = 0; r < N; ++r) scales.push_back(0.01f + 0.001f * float(r));
+        for (uint32_t i = 0; i < N * K; ++i) {
+          const int v = v8(rng);
+          bytes.push_back(uint8_t(int8_t(v)));
+          deq[i] = float(v) * scales[i / K];
+        }
+        auto pc = fb::CreatePerChannelQuantDirect(b.fbb(), &scales, 0);
+        w = b.qvalue(wt, {N, K}, fb::XNNQuantParams::PerChannelQuant, pc.Union(), bytes);
+      } else {
+        const bool blocks = wt == fb::XNNDatatype::qbint4;
+        const uint32_t ns = blocks ? N * (K / G) : N;
+        for (uint32_t i = 0; i < ns; ++i) scales.push_back(0.015625f * float(1 + i % 7));  // exact in bf16
+        bytes.assign(size_t(N) * K / 2, 0);
+        for (uint32_t i = 0; i < N * K; ++i) {
+          const int v = v4(rng);
+          bytes[i / 2] |= uint8_t((v + 8) << (i % 2 ? 4 : 0));
+          deq[i] = float(v) * (blocks ? scales[(i / K) * (K / G) + (i % K) / G] : scales[i / K]);
+        }
+        if (blocks) {
+          auto gq = fb::CreatePerChannelGroupQuantDirect(b.fbb(), &scales, 0, G);
+          w = b.qvalue(wt, {N, K}, fb::XNNQuantParams::PerChannelGroupQuant, gq.Union(), bytes);
+        } else {
+          auto pc = fb::CreatePerChannelQuantDirect(b.fbb(), &scales, 0);
+          w = b.qvalue(wt, {N, K}, fb::XNNQuantParams::PerChannelQuant, pc.Union(), bytes);
+        }
+      }
+      std::vector<float> bias(N);
+      for (auto& v : bias) v = nd(rng);
+      uint32_t bv = b.value({N}, kInvalidId, 0, bias);
+      uint32_t y = b.output({M, N});
+      if (dynamic) b.unary(fb::XNodeUnion::XNNConvert, x, xin);
+      b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), xin, w, bv, y).Union());
+      const auto blob = b.finish();
+      std::vector<float> xs(size_t(M) * K);
+      for (auto& v : xs) v = nd(rng);
+
+      auto g = compile_payload(blob, nullptr);
+      ASSERT_TRUE(g.is_ok()) << g.status().message();
+      const auto* fc = std::get_if<FullyConnectedParams>(&g->nodes.back().params);
+      ASSERT_NE(fc, nullptr);
+      EXPECT_NE(fc->qfilter, nullptr) << "packed for the quantized kernels";
+      EXPECT_TRUE(fc->weights.empty()) << "no dequantized float copy";
+      if (dynamic) EXPECT_TRUE(std::get<UnaryParams>(g->nodes.front().params).fused);
+
+      VectorBinder out;
+      auto st = run(blob, {{{M, K}, xs}}, out);
+      ASSERT_TRUE(st.is_ok()) << st.message();
+      const std::vector<float> xq = dynamic ? fake_quant_rows(xs, K) : xs;
+      for (uint32_t r = 0; r < M; ++r) {
+        for (uint32_t c = 0; c < N; ++c) {
+          double s = bias[c], mag = std::fabs(bias[c]);
+          for (uint32_t i = 0; i < K; ++i) {
+            s += double(xq[r * K + i]) * deq[c * K + i];
+            mag += std::fabs(double(xq[r * K + i]) * deq[c * K + i]);
+          }
+          ASSERT_NEAR(out.data[1][r * N + c], s, 1e-5 * mag + 1e-6)
+              << fb::EnumNameXNNDatatype(wt) << (dynamic ? " dynamic" : " weight-only") << " r=" << r << " c=" << c;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
