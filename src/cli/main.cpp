@@ -109,7 +109,7 @@ int run_export(const ExportArgs& a) {
     if (!dtype) return fail(dtype.status());
     req.config.dtype = *dtype;
   }
-  if (a.no_kv_cache) return fail(make_error(ErrorCode::kNotSupported, "--no-kv-cache is not supported yet"));
+  if (a.no_kv_cache) req.config.use_kv_cache = false;
   if (a.given("--max-seq-len")) req.config.max_seq_len = a.max_seq_len;
   if (a.given("--attention-span")) {
     auto span = exp::parse_attention_span(a.attention_span);
@@ -304,7 +304,9 @@ int main(int argc, char** argv) {
                  "fp32 (default) | fp16: store the linear layers' weights (XNNPACK FullyConnected filters) as fp16, "
                  "half the bytes read per token; activations stay fp32 (xnnpack backend)");
   ex->add_option("--threads", ea.threads, "kernel threads for validation (default: all cores; the file does not change)");
-  ex->add_flag("--no-kv-cache", ea.no_kv_cache, "export without a KV cache");
+  ex->add_flag("--no-kv-cache", ea.no_kv_cache,
+               "export without a KV cache: forward(input_ids[1, S]) -> logits[1, S, V] at positions 0..S-1 (scoring, "
+               "perplexity); generate then recomputes the whole prefix every step");
   ex->add_option("--alloc-graph-input", ea.alloc_input, "plan memory for inputs (true|false)");
   ex->add_option("--alloc-graph-output", ea.alloc_output, "plan memory for outputs (true|false)");
   ex->add_option("--alloc-mutable-buffers", ea.alloc_buffers, "plan memory for mutable buffers (true|false); false leaves the KV caches to the caller (Method::set_mutable_buffer; run/generate bind zeroed memory)");

@@ -84,6 +84,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   bo.max_seq_len = req.config.max_seq_len;
   bo.dtype = req.config.dtype;
   bo.attend_written_only = req.config.attention_span == AttentionSpan::kWritten;
+  bo.kv_cache = req.config.use_kv_cache;
   bo.exporter_version = fmt::format("hf2pte {}", HF2PTE_VERSION);
   // Encoders (bert, roberta, xlm-roberta, distilbert) have their own builder and contract.
   HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, models::is_encoder_checkpoint(ckpt) ? models::build_encoder(ckpt, bo)
