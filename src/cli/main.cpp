@@ -169,6 +169,17 @@ int run_export(const ExportArgs& a) {
       std::fprintf(stderr, "\r\033[K[%s] %.1fs", p.stage.c_str(), dt);
     }
   };
+  // A non-default context or dim range changes the KV cache, the tables and the
+  // arena: say what that costs before the weights stream (issue #14).
+  if (!a.quiet && (req.config.max_seq_len || !req.config.dims.empty())) {
+    req.on_estimate = [&](const exp::ExportEstimate& e) {
+      if (show_progress) std::fputs("\r\033[K", stderr);
+      std::fprintf(stderr, "hf2pte: max_seq_len %lld: output file %s (%llu bytes), arena %s (%llu bytes) at run time\n",
+                   static_cast<long long>(e.max_seq_len), human_bytes(double(e.file_bytes)).c_str(),
+                   static_cast<unsigned long long>(e.file_bytes), human_bytes(double(e.arena_bytes)).c_str(),
+                   static_cast<unsigned long long>(e.arena_bytes));
+    };
+  }
   // Threads only change how fast validation runs: the file is the same bytes.
   if (a.threads > 0) kernels::set_kernel_threads(a.threads);
   auto s = exp::export_model(req);

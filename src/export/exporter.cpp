@@ -155,6 +155,9 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
 
   if (req.embed_tokenizer) HF2PTE_RETURN_IF_ERROR(embed_tokenizer_files(req.model_dir, contents));
   pte::WriteOptions wo;
+  wo.on_layout = [&](const pte::WriteSummary& w) {
+    if (req.on_estimate) req.on_estimate(ExportEstimate{w.file_size, s.arena_bytes, built.max_seq_len});
+  };
   wo.on_progress = [&](const pte::WriteProgress& p) { progress({"write", p.bytes_written, p.bytes_total}); };
   wo.cancel = req.cancel;
   auto cancelled = [&] { return req.cancel != nullptr && req.cancel->load(); };
