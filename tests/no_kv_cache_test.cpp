@@ -113,7 +113,15 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, NoKvCacheFixture,
 // mutable data, use_kv_cache = false, the flag in get_export_config, and
 // inspect saying so in words.
 TEST(NoKvCache, ProgramCarriesUseKvCacheFalse) {
-  const std::string pte = export_no_cache(test::repo_path("tests/data/fixtures/llama-gqa"), "meta", exp::Backend::kXnnpack);
+  auto req = no_cache_request(test::repo_path("tests/data/fixtures/llama-gqa"), "meta", exp::Backend::kXnnpack);
+  auto summary = exp::export_model(req);
+  ASSERT_TRUE(summary.is_ok()) << summary.status().message();
+  const std::string pte = req.output_path;
+  // The export's validation (reference interpreter vs the written program) ran on it.
+  const auto& outputs = summary->report["validation"]["forward"]["outputs"];
+  ASSERT_EQ(outputs.size(), 1u) << summary->report["validation"].dump();
+  EXPECT_TRUE(outputs[0]["shape_matches"].get<bool>());
+  EXPECT_LE(outputs[0]["max_abs_diff"].get<double>(), outputs[0]["tolerance"].get<double>());
   auto program = rt::Program::load(pte);
   ASSERT_TRUE(program.is_ok()) << program.status().message();
   auto use = (*program)->load_method("use_kv_cache", kernels::portable_registry());
@@ -200,6 +208,12 @@ TEST(NoKvCache, CliExportRunGenerateInspect) {
   EXPECT_EQ(g.out, expected + "\n");
   EXPECT_EQ(std::count(g.err.begin(), g.err.end(), '\n'), 2) << g.err;  // the warning + the stats line
   EXPECT_NE(g.err.find("hf2pte: warning: the program has no KV cache"), std::string::npos) << g.err;
+
+  // bench measures KV-cache decode: a one-line error, not a crash.
+  auto b = run("bench " + dir + "/m.pte --gen 2 --prompt-len 2");
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_EQ(b.err.rfind("hf2pte: error: bench needs an LLM program with a KV cache", 0), 0u) << b.err;
+  EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
 
   auto i = run("inspect " + dir + "/m.pte");
   ASSERT_EQ(i.exit_code, 0) << i.err;
