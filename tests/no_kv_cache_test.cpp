@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "checkpoint/npy.h"
 #include "export/exporter.h"
@@ -176,6 +178,20 @@ TEST(NoKvCache, WrittenAttentionSpanIsAnError) {
   EXPECT_EQ(s.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("--attention-span written needs the KV cache"), std::string::npos)
       << s.status().message();
+}
+
+// --config / get_export_config: use_kv_cache round-trips, a wrong type names the key.
+TEST(NoKvCache, ExportConfigJsonRoundTrips) {
+  exp::ExportConfig c;
+  EXPECT_TRUE(exp::config_to_json(c)["use_kv_cache"].get<bool>());
+  c.use_kv_cache = false;
+  auto back = exp::config_from_json(nlohmann::json::parse(exp::config_to_json(c).dump()), "test");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_FALSE(back->use_kv_cache);
+  auto bad = exp::config_from_json(nlohmann::json{{"use_kv_cache", "no"}}, "cfg.json");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("field 'use_kv_cache' has wrong type; expected boolean"), std::string::npos)
+      << bad.status().message();
 }
 
 // The CLI: export --no-kv-cache, run with the one input, generate with its
