@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Installs hf2pte's build dependencies from Debian 12 packages. Idempotent:
 # packages already present are skipped, so a second run does nothing.
+# --no-sanitizer leaves out clang and its runtime (only the sanitizer build and
+# the fuzzers need them; scripts/demo.sh uses it, scripts/test.sh does not).
 set -euo pipefail
+sanitizer=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-sanitizer) sanitizer=0 ;;
+    *) echo "install-deps: error: unknown argument '$arg'; expected --no-sanitizer" >&2; exit 2 ;;
+  esac
+done
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
@@ -12,9 +21,11 @@ PACKAGES=(
   libopenblas-dev                           # optimized kernels: BLAS (sgemm fallback, benchmark baseline)
   libdnnl-dev                               # optimized kernels: oneDNN sgemm for GEMM blocks (prefill)
   libgtest-dev libgmock-dev                 # tests
-  clang libclang-rt-14-dev                  # sanitizer build and libFuzzer targets
   libpcre2-dev libutf8proc-dev libsentencepiece-dev  # tokenizers: regex, Unicode, tokenizer.model
 )
+if [ "$sanitizer" -eq 1 ]; then
+  PACKAGES+=(clang libclang-rt-14-dev)    # sanitizer build and libFuzzer targets
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

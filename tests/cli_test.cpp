@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/npy.h"
@@ -250,8 +251,14 @@ TEST(Cli, UnboundedSeqIsCappedAndRunsAtSeveralLengths) {
     std::string pte = dir + "/m.pte";
     auto r = run_cli("export " + model + " -o " + pte + " --dim seq=1:" + c.extra, dir);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;  // the warning + the summary line
+    // The warning, the size/arena line before the weights stream, the summary line.
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 3) << r.err;
     EXPECT_EQ(r.err.rfind(c.warning, 0), 0u) << r.err;
+    const std::string sizes = fmt::format("hf2pte: max_seq_len {}: output file ", c.extra.empty() ? 256 : 2048);
+    const size_t at = r.err.find(sizes);
+    ASSERT_NE(at, std::string::npos) << r.err;
+    EXPECT_LT(at, r.err.find("hf2pte: wrote ")) << r.err;
+    EXPECT_NE(r.err.find(fmt::format("({} bytes), arena ", std::filesystem::file_size(pte)), at), std::string::npos) << r.err;
     for (int64_t L : {1, 5, 10}) {
       double d = prefill_logits_diff(pte, model, L, dir);
       EXPECT_LE(d, 1e-4) << "prefill length " << L << c.extra;

@@ -12,8 +12,9 @@
 
 namespace hf2pte::test {
 
-/// `forward` of `pte_path` on `ids` [1, T] at positions 0..T-1 (one call);
-/// the logits output, or nullopt after recording the failure.
+/// `forward` of `pte_path` on `ids` [1, T] at positions 0..T-1 (one call; a
+/// program without a KV cache gets input_ids only); the logits output, or
+/// nullopt after recording the failure.
 std::optional<HostTensor> run_full_sequence(const std::string& pte_path, const std::vector<int64_t>& ids,
                                             const rt::KernelRegistry& kernels);
 

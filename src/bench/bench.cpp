@@ -150,7 +150,9 @@ Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOption
   HF2PTE_ASSIGN_OR_RETURN(auto kv_buffers, rt::bind_zeroed_mutable_buffers(*method));  // unplanned KV caches
   auto meta = method->input_meta(0);
   HF2PTE_CHECK_OR_RETURN(meta.sizes.size() == 2 && method->num_inputs() == 2, kInvalidProgram,
-                         "bench needs an LLM program: forward(input_ids[1, S], cache_position[S]) ({})", pte_path);
+                         "bench needs an LLM program with a KV cache: forward(input_ids[1, S], cache_position[S]); "
+                         "a --no-kv-cache program has no decode step to measure ({})",
+                         pte_path);
   const int64_t max_len = meta.sizes[1];
   r.prompt_len = int(std::min<int64_t>(o.prompt_len, max_len - 1));
   r.gen = int(std::min<int64_t>(o.gen, max_len - r.prompt_len));

@@ -61,7 +61,7 @@ Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, in
   HF2PTE_ASSIGN_OR_RETURN(auto kv_buffers, rt::bind_zeroed_mutable_buffers(*method));  // unplanned KV caches
   auto meta = method->input_meta(0);
   HF2PTE_CHECK_OR_RETURN(meta.sizes.size() == 2 && method->num_inputs() == 2, kInvalidProgram,
-                         "profile needs an LLM program: forward(input_ids[1, S], cache_position[S]) ({})", pte_path);
+                         "profile needs an LLM program with a KV cache: forward(input_ids[1, S], cache_position[S]) ({})", pte_path);
   prompt_len = int(std::clamp<int64_t>(prompt_len, 1, meta.sizes[1] - 1));
   gen = int(std::clamp<int64_t>(gen, 1, meta.sizes[1] - prompt_len));
   auto step = [&](int64_t start, int64_t n) { return run_llm_step(*method, start, n); };

@@ -145,6 +145,10 @@ int run_generate(const GenerateArgs& a) {
   if (a.threads > 0) kernels::set_kernel_threads(a.threads);
   auto gen = llm::TextGenerator::create(*program, optimized_registry());
   if (!gen) return fail(gen.status());
+  if (!(*gen)->has_kv_cache()) {
+    std::fprintf(stderr, "hf2pte: warning: the program has no KV cache (use_kv_cache = false); every step recomputes "
+                         "the whole prefix, so generation slows down as the text grows (%s)\n", a.pte.c_str());
+  }
   for (auto id : prompt) {
     if (id < 0 || id >= (*gen)->vocab_size()) {
       return fail(make_error(ErrorCode::kInvalidArgument, "prompt id {} is outside the vocabulary [0, {})", id, (*gen)->vocab_size()));

@@ -110,7 +110,7 @@ int run_export(const ExportArgs& a) {
     if (!dtype) return fail(dtype.status());
     req.config.dtype = *dtype;
   }
-  if (a.no_kv_cache) return fail(make_error(ErrorCode::kNotSupported, "--no-kv-cache is not supported yet"));
+  if (a.no_kv_cache) req.config.use_kv_cache = false;
   if (a.given("--max-seq-len")) req.config.max_seq_len = a.max_seq_len;
   if (a.given("--attention-span")) {
     auto span = exp::parse_attention_span(a.attention_span);
@@ -181,6 +181,17 @@ int run_export(const ExportArgs& a) {
       std::fprintf(stderr, "\r\033[K[%s] %.1fs", p.stage.c_str(), dt);
     }
   };
+  // A non-default context or dim range changes the KV cache, the tables and the
+  // arena: say what that costs before the weights stream (issue #14).
+  if (!a.quiet && (req.config.max_seq_len || !req.config.dims.empty())) {
+    req.on_estimate = [&](const exp::ExportEstimate& e) {
+      if (show_progress) std::fputs("\r\033[K", stderr);
+      std::fprintf(stderr, "hf2pte: max_seq_len %lld: output file %s (%llu bytes), arena %s (%llu bytes) at run time\n",
+                   static_cast<long long>(e.max_seq_len), human_bytes(double(e.file_bytes)).c_str(),
+                   static_cast<unsigned long long>(e.file_bytes), human_bytes(double(e.arena_bytes)).c_str(),
+                   static_cast<unsigned long long>(e.arena_bytes));
+    };
+  }
   // Threads only change how fast validation runs: the file is the same bytes.
   if (a.threads > 0) kernels::set_kernel_threads(a.threads);
   auto s = exp::export_model(req);
@@ -325,7 +336,9 @@ int main(int argc, char** argv) {
   ex->add_option("--qparams", ea.quant.qparams,
                  "how scales are chosen: hqq (default; deterministic on every machine) | affine (torchao's max-abs)");
   ex->add_option("--threads", ea.threads, "kernel threads for quantization and validation (default: all cores; the file does not change)");
-  ex->add_flag("--no-kv-cache", ea.no_kv_cache, "export without a KV cache");
+  ex->add_flag("--no-kv-cache", ea.no_kv_cache,
+               "export without a KV cache: forward(input_ids[1, S]) -> logits[1, S, V] at positions 0..S-1 (scoring, "
+               "perplexity); generate then recomputes the whole prefix every step");
   ex->add_option("--alloc-graph-input", ea.alloc_input, "plan memory for inputs (true|false)");
   ex->add_option("--alloc-graph-output", ea.alloc_output, "plan memory for outputs (true|false)");
   ex->add_option("--alloc-mutable-buffers", ea.alloc_buffers, "plan memory for mutable buffers (true|false); false leaves the KV caches to the caller (Method::set_mutable_buffer; run/generate bind zeroed memory)");

@@ -66,6 +66,7 @@ nlohmann::ordered_json config_to_json(const ExportConfig& c) {
   j["alloc_graph_output"] = c.alloc_graph_output;
   j["alloc_mutable_buffers"] = c.alloc_mutable_buffers;
   j["attention_span"] = attention_span_name(c.attention_span);
+  j["use_kv_cache"] = c.use_kv_cache;
   j["linear_weights"] = dtype_name(c.linear_weights);
   if (c.quant.active()) {  // float programs keep the keys they always had
     j["qlinear"] = c.quant.qlinear;
@@ -137,6 +138,9 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
       HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_boolean(), key.c_str(), "boolean", where));
       bool b = v.get<bool>();
       (key == "alloc_graph_input" ? c.alloc_graph_input : key == "alloc_graph_output" ? c.alloc_graph_output : c.alloc_mutable_buffers) = b;
+    } else if (key == "use_kv_cache") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_boolean(), "use_kv_cache", "boolean", where));
+      c.use_kv_cache = v.get<bool>();
     } else if (key == "attention_span") {
       HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_string(), "attention_span", "string", where));
       auto s = parse_attention_span(v.get<std::string>());
@@ -184,8 +188,9 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
     } else {
       return make_error(ErrorCode::kInvalidArgument,
                         "export config: unknown field '{}'; expected backend, dtype, max_seq_len, dynamic_shapes, "
-                        "alloc_graph_input, alloc_graph_output, alloc_mutable_buffers, attention_span, linear_weights, qlinear, "
-                        "qlinear_group_size, qembedding, qembedding_group_size, qlinear_skip or qparams ({})", key,
+                        "alloc_graph_input, alloc_graph_output, alloc_mutable_buffers, attention_span, use_kv_cache, "
+                        "linear_weights, qlinear, qlinear_group_size, qembedding, qembedding_group_size, qlinear_skip or "
+                        "qparams ({})", key,
                         where);
     }
   }

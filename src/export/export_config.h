@@ -58,6 +58,9 @@ struct ExportConfig {
   bool alloc_graph_output = true;
   bool alloc_mutable_buffers = true;
   AttentionSpan attention_span = AttentionSpan::kFull;
+  /// Decoders: false = no KV cache (--no-kv-cache): forward(input_ids[1, S]) ->
+  /// logits[1, S, V] over positions 0..S-1, every call independent.
+  bool use_kv_cache = true;
   /// Element type of the XNNPACK FullyConnected filters (the linear layers'
   /// weights): fp32, or fp16 (half the bytes per decoded token; activations
   /// stay fp32: XNNPACK's fp32 x fp16 -> fp32 combination). xnnpack only.

@@ -84,6 +84,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   bo.max_seq_len = req.config.max_seq_len;
   bo.dtype = req.config.dtype;
   bo.attend_written_only = req.config.attention_span == AttentionSpan::kWritten;
+  bo.kv_cache = req.config.use_kv_cache;
   bo.exporter_version = fmt::format("hf2pte {}", HF2PTE_VERSION);
   // Encoders (bert, roberta, xlm-roberta, distilbert) have their own builder and contract.
   HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, models::is_encoder_checkpoint(ckpt) ? models::build_encoder(ckpt, bo)
@@ -160,6 +161,9 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
 
   if (req.embed_tokenizer) HF2PTE_RETURN_IF_ERROR(embed_tokenizer_files(req.model_dir, contents));
   pte::WriteOptions wo;
+  wo.on_layout = [&](const pte::WriteSummary& w) {
+    if (req.on_estimate) req.on_estimate(ExportEstimate{w.file_size, s.arena_bytes, built.max_seq_len});
+  };
   wo.on_progress = [&](const pte::WriteProgress& p) { progress({"write", p.bytes_written, p.bytes_total}); };
   wo.cancel = req.cancel;
   auto cancelled = [&] { return req.cancel != nullptr && req.cancel->load(); };

@@ -19,6 +19,14 @@ struct ExportProgress {
   uint64_t bytes_total = 0;
 };
 
+/// What the program will need, known before the weights stream: the file
+/// layout and the memory plan are decided first.
+struct ExportEstimate {
+  uint64_t file_bytes = 0;   ///< the size of the .pte about to be written (exact)
+  uint64_t arena_bytes = 0;  ///< planned activation arena of the executable methods (exact)
+  int64_t max_seq_len = 0;
+};
+
 struct ExportRequest {
   std::string model_dir;
   std::string output_path;
@@ -27,6 +35,8 @@ struct ExportRequest {
   /// tokenizer.model) as named data "tokenizer/<file>", so the .pte is self-contained.
   bool embed_tokenizer = true;
   std::function<void(const ExportProgress&)> on_progress;
+  /// Called once before the weights are streamed to the file (see ExportEstimate).
+  std::function<void(const ExportEstimate&)> on_estimate;
   /// Receives graph dumps (--dump-graph) and, with config.verbose, stage notes.
   std::function<void(const std::string&)> on_text;
   std::function<void(const std::string&)> on_warning;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 namespace hf2pte::llm {
 
@@ -27,6 +28,17 @@ Result<std::vector<int64_t>> int_outputs(const rt::Program& program, const rt::K
   return out;
 }
 
+/// The Bool output of a constant method (nullopt when the method is absent or not a Bool).
+Result<std::optional<bool>> bool_output(const rt::Program& program, const rt::KernelRegistry& registry,
+                                        const std::string& name) {
+  auto names = program.method_names();
+  if (std::find(names.begin(), names.end(), name) == names.end()) return std::optional<bool>{};
+  HF2PTE_ASSIGN_OR_RETURN(auto m, program.load_method(name, registry));
+  HF2PTE_RETURN_IF_ERROR(m->execute());
+  if (m->num_outputs() == 0 || !m->output(0).is_bool()) return std::optional<bool>{};
+  return std::optional<bool>{m->output(0).i != 0};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<TextGenerator>> TextGenerator::create(std::shared_ptr<rt::Program> program,
@@ -38,6 +50,12 @@ Result<std::unique_ptr<TextGenerator>> TextGenerator::create(std::shared_ptr<rt:
   HF2PTE_ASSIGN_OR_RETURN(auto max_len, int_outputs(*program, registry, "get_max_seq_len"));
   HF2PTE_ASSIGN_OR_RETURN(auto vocab, int_outputs(*program, registry, "get_vocab_size"));
   HF2PTE_ASSIGN_OR_RETURN(gen->eos_ids_, int_outputs(*program, registry, "get_eos_ids"));
+  HF2PTE_ASSIGN_OR_RETURN(auto use_kv_cache, bool_output(*program, registry, "use_kv_cache"));
+  // Programs without the metadata: a forward without cache_position has no cache.
+  gen->kv_cache_ = use_kv_cache.value_or(gen->forward_->num_inputs() >= 2);
+  HF2PTE_CHECK_OR_RETURN(gen->forward_->num_inputs() == (gen->kv_cache_ ? 2u : 1u), kInvalidProgram,
+                         "forward takes {} inputs; expected {} for a program with use_kv_cache = {}",
+                         gen->forward_->num_inputs(), gen->kv_cache_ ? 2 : 1, gen->kv_cache_);
   if (max_len.empty()) {
     // Programs without metadata: the planned bound of input_ids' sequence dim.
     auto meta = gen->forward_->input_meta(0);
@@ -55,10 +73,14 @@ Result<std::vector<float>> TextGenerator::forward(const std::vector<int64_t>& id
   HF2PTE_CHECK_OR_RETURN(n >= 1, kInvalidArgument, "no tokens to run");
   HF2PTE_CHECK_OR_RETURN(start + n <= max_seq_len_, kOutOfRange,
                          "sequence of {} tokens exceeds the program's maximum length {}", start + n, max_seq_len_);
-  std::vector<int64_t> pos(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = start + i;
+  HF2PTE_CHECK_OR_RETURN(kv_cache_ || start == 0, kInvalidArgument,
+                         "a program without a KV cache runs whole sequences from position 0; got start {}", start);
   HF2PTE_RETURN_IF_ERROR(forward_->set_input(0, HostTensor::from(ScalarType::kLong, {1, n}, ids)));
-  HF2PTE_RETURN_IF_ERROR(forward_->set_input(1, HostTensor::from(ScalarType::kLong, {n}, pos)));
+  if (kv_cache_) {
+    std::vector<int64_t> pos(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = start + i;
+    HF2PTE_RETURN_IF_ERROR(forward_->set_input(1, HostTensor::from(ScalarType::kLong, {n}, pos)));
+  }
   HF2PTE_RETURN_IF_ERROR(forward_->execute());
   HF2PTE_ASSIGN_OR_RETURN(HostTensor logits, forward_->output_tensor(0));
   HF2PTE_CHECK_OR_RETURN(logits.dtype == ScalarType::kFloat && logits.numel() == n * vocab_size_, kInvalidProgram,
@@ -84,7 +106,7 @@ Result<std::vector<int64_t>> TextGenerator::generate(const std::vector<int64_t>&
   GenerationStats st;
   st.prompt_tokens = int64_t(prompt.size());
   Sampler sampler(config.sampling);
-  std::vector<int64_t> history = prompt;  // for the repetition penalty
+  std::vector<int64_t> history = prompt;  // for the repetition penalty; without a cache, every step's input
   auto pick = [&](const std::vector<float>& logits, int64_t row) {
     return sampler.sample(std::span<const float>(logits.data() + row * vocab_size_, size_t(vocab_size_)), history);
   };
@@ -114,9 +136,14 @@ Result<std::vector<int64_t>> TextGenerator::generate(const std::vector<int64_t>&
     if (int64_t(out.size()) >= config.max_new_tokens) return finish("max_new_tokens", t1);
     if (pos >= max_seq_len_) return finish("context", t1);
     if (cancelled()) return finish("cancelled", t1);
-    HF2PTE_ASSIGN_OR_RETURN(logits, forward({next}, pos));
+    if (kv_cache_) {
+      HF2PTE_ASSIGN_OR_RETURN(logits, forward({next}, pos));
+      next = pick(logits, 0);
+    } else {  // no cache: the whole sequence again, the last row is the next token's
+      HF2PTE_ASSIGN_OR_RETURN(logits, forward(history, 0));
+      next = pick(logits, pos);
+    }
     ++pos;
-    next = pick(logits, 0);
   }
 }
 

@@ -1,6 +1,8 @@
 // TextGenerator: prefill + decode on an LLM program that follows the
 // ExecuTorch LLM contract (forward(input_ids[1,S], cache_position[S]) ->
-// logits[1,S,V], KV cache in mutable buffers). Greedy or sampled decoding
+// logits[1,S,V], KV cache in mutable buffers), or on a program without a KV
+// cache (use_kv_cache = false: forward(input_ids[1,S]), every step recomputes
+// the whole sequence). Greedy or sampled decoding
 // (sampler.h), stop on EOS, cancellation, and timing stats. Text (tokenizer,
 // streaming) is the caller's: see llm/tokenizer/tokenizer.h.
 #pragma once
@@ -60,8 +62,12 @@ class TextGenerator {
                                         const std::function<bool(int64_t)>& on_token, GenerationStats* stats);
 
   /// One forward call at positions [start, start + ids.size()): logits [S, V], row-major.
+  /// Without a KV cache the call sees only `ids`, so `start` must be 0.
   Result<std::vector<float>> forward(const std::vector<int64_t>& ids, int64_t start);
 
+  /// False for programs exported with --no-kv-cache (constant method use_kv_cache
+  /// false, or a forward without the cache_position input).
+  bool has_kv_cache() const { return kv_cache_; }
   int64_t max_seq_len() const { return max_seq_len_; }
   int64_t vocab_size() const { return vocab_size_; }
   const std::vector<int64_t>& eos_ids() const { return eos_ids_; }
@@ -73,6 +79,7 @@ class TextGenerator {
   /// declared before forward_ so it outlives the method.
   std::vector<rt::AlignedBuffer> kv_storage_;
   std::unique_ptr<rt::Method> forward_;
+  bool kv_cache_ = true;
   int64_t max_seq_len_ = 0;
   int64_t vocab_size_ = 0;
   std::vector<int64_t> eos_ids_;

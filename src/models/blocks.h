@@ -39,7 +39,8 @@ struct NormOptions {
 };
 
 /// Attention over a static KV cache: q [heads, S, head_dim], caches
-/// [kv_heads, max_seq_len, head_dim], mask [S, max_seq_len] (bool, true = visible).
+/// [kv_heads, max_seq_len, head_dim], mask [S, max_seq_len] (bool, true = visible);
+/// without a cache the call's own k/v [kv_heads, S, head_dim] and mask [S, S].
 struct AttentionOptions {
   int64_t heads = 0;
   int64_t kv_heads = 0;

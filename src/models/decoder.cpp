@@ -1,5 +1,6 @@
 // The shared decoder-only transformer: embeddings (RoPE or learned positions),
-// N blocks of attention over a static KV cache (full or sliding window) plus a
+// N blocks of attention over a static KV cache (full or sliding window), or
+// over the call's own tokens without a cache (--no-kv-cache), plus a
 // gated, plain or mixture-of-experts MLP, arranged pre-norm, sandwich,
 // post-norm or parallel; final norm, LM head, optional soft-capping.
 // Architectures differ only through their ArchTraits row and the typed config;
@@ -125,8 +126,11 @@ Result<LayerWeights> load_layer(BlockBuilder& b, const ArchTraits& arch, const L
 /// Values shared by every layer.
 struct Shared {
   SymInt S;
+  /// The input, or without a KV cache the derived positions 0..S-1.
   ValueId cache_position;
   int64_t max_seq_len;
+  /// false: attention covers the S keys of this call (no cache, no mutable buffers).
+  bool kv_cache = true;
   /// --attention-span written: the written cache width (written_end below); every
   /// layer attends over cache positions [0, end) only. Unset: all max_seq_len.
   std::optional<SymInt> end;
@@ -188,13 +192,17 @@ Result<ValueId> attention_block(BlockBuilder& b, const ArchTraits& arch, const L
   HF2PTE_ASSIGN_OR_RETURN(k, b.op(OpId::PermuteCopyOut, {k, heads_first}, p + ".attn.k_t"));
   HF2PTE_ASSIGN_OR_RETURN(v, b.op(OpId::PermuteCopyOut, {v, heads_first}, p + ".attn.v_t"));
 
-  // Static KV cache [kv_heads, max_seq_len, head_dim]: rows at cache_position are overwritten in place.
-  TensorType cache_type{b.dtype(), {nkv, sh.max_seq_len, hd}, {}};
-  ValueId k_cache = g.add_buffer(p + ".attn.k_cache", cache_type);
-  ValueId v_cache = g.add_buffer(p + ".attn.v_cache", cache_type);
-  OptTensorList at_positions{std::nullopt, sh.cache_position};
-  HF2PTE_RETURN_IF_ERROR(g.add_node(OpId::IndexPut_, {k_cache, at_positions, k}, p + ".attn.k_update").status());
-  HF2PTE_RETURN_IF_ERROR(g.add_node(OpId::IndexPut_, {v_cache, at_positions, v}, p + ".attn.v_update").status());
+  // Without a cache the keys and values are this call's own [kv_heads, S, head_dim].
+  ValueId k_cache = k, v_cache = v;
+  if (sh.kv_cache) {
+    // Static KV cache [kv_heads, max_seq_len, head_dim]: rows at cache_position are overwritten in place.
+    TensorType cache_type{b.dtype(), {nkv, sh.max_seq_len, hd}, {}};
+    k_cache = g.add_buffer(p + ".attn.k_cache", cache_type);
+    v_cache = g.add_buffer(p + ".attn.v_cache", cache_type);
+    OptTensorList at_positions{std::nullopt, sh.cache_position};
+    HF2PTE_RETURN_IF_ERROR(g.add_node(OpId::IndexPut_, {k_cache, at_positions, k}, p + ".attn.k_update").status());
+    HF2PTE_RETURN_IF_ERROR(g.add_node(OpId::IndexPut_, {v_cache, at_positions, v}, p + ".attn.v_update").status());
+  }
 
   if (sh.end) {
     // Only the written prefix: the same rows with the unwritten ones cut off, so
@@ -322,21 +330,38 @@ Result<std::pair<ValueId, ValueId>> rope_rows(BlockBuilder& b, const RopeSpec& s
   return std::pair{cos, sin};
 }
 
-/// The masks over the whole cache [S, max_seq_len]: causal (key j visible to
-/// query i iff j <= pos_i) and, when a window is given, sliding (also
-/// j > pos_i - window, i.e. 0 <= pos_i - j < window).
+/// The masks over the whole cache [S, max_seq_len] (without a cache over the
+/// call's keys, [S, S]): causal (key j visible to query i iff j <= pos_i) and,
+/// when a window is given, sliding (also j > pos_i - window, i.e.
+/// 0 <= pos_i - j < window).
 struct Masks {
-  ValueId key_pos = -1;  ///< arange(max_seq_len) as i64 [1, max_seq_len]
+  ValueId key_pos = -1;  ///< arange(max_seq_len) as i64 [1, max_seq_len]; no cache: [1, S]
   ValueId causal = -1;
   std::optional<ValueId> sliding;
 };
 
+/// arange(max_seq_len) as an i64 constant of the given shape.
+ValueId arange_constant(Graph& g, int64_t n, std::vector<int64_t> shape, const std::string& name) {
+  std::vector<int64_t> positions(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) positions[size_t(j)] = j;
+  return g.add_constant(name, graph::ConstantData::from_bytes(ScalarType::kLong, std::move(shape), to_bytes(positions),
+                                                              "arange(max_seq_len)"));
+}
+
+/// Without a KV cache the S tokens sit at positions 0..S-1: arange(max_seq_len)[:S].
+Result<ValueId> prefix_positions(BlockBuilder& b, const Shared& sh) {
+  ValueId all = arange_constant(b.graph(), sh.max_seq_len, {sh.max_seq_len}, "positions.table");
+  return b.op(OpId::SliceCopyTensorOut, {all, int64_t{0}, SymInt(0), sh.S}, "positions");
+}
+
 Result<Masks> build_masks(BlockBuilder& b, const Shared& sh, std::optional<int64_t> window) {
   Graph& g = b.graph();
-  std::vector<int64_t> positions(static_cast<size_t>(sh.max_seq_len));
-  for (int64_t j = 0; j < sh.max_seq_len; ++j) positions[size_t(j)] = j;
-  ValueId key_pos = g.add_constant("mask.key_positions", graph::ConstantData::from_bytes(ScalarType::kLong, {1, sh.max_seq_len},
-                                                                                         to_bytes(positions), "arange(max_seq_len)"));
+  ValueId key_pos = -1;
+  if (sh.kv_cache) {
+    key_pos = arange_constant(g, sh.max_seq_len, {1, sh.max_seq_len}, "mask.key_positions");
+  } else {  // the keys are the call's own tokens, at the same positions as the queries
+    HF2PTE_ASSIGN_OR_RETURN(key_pos, b.op(OpId::ViewCopyOut, {sh.cache_position, IntList{1, sh.S}}, "mask.key_positions"));
+  }
   HF2PTE_ASSIGN_OR_RETURN(ValueId qpos, b.op(OpId::ViewCopyOut, {sh.cache_position, IntList{sh.S, 1}}, "mask.query_positions"));
   Masks m;
   m.key_pos = key_pos;
@@ -385,15 +410,22 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   const int64_t max_seq_len = opt.max_seq_len.value_or(std::min<int64_t>(c.max_position_embeddings, 2048));
   HF2PTE_CHECK_OR_RETURN(max_seq_len >= 1, kInvalidArgument, "--max-seq-len must be at least 1; got {}", max_seq_len);
   HF2PTE_RETURN_IF_ERROR(check_supported(arch, c, max_seq_len));
+  HF2PTE_CHECK_OR_RETURN(opt.kv_cache || !opt.attend_written_only, kInvalidArgument,
+                         "--attention-span written needs the KV cache; without it every call attends over its own tokens");
   out.max_seq_len = max_seq_len;
 
   Graph g("forward");
   BlockBuilder b(g, ckpt, opt.dtype, WeightLayout{arch.conv1d_weights, arch.optional_prefix});
   Shared sh;
   sh.max_seq_len = max_seq_len;
+  sh.kv_cache = opt.kv_cache;
   sh.S = g.add_dim("seq", 1, max_seq_len);
   ValueId input_ids = g.add_input("input_ids", TensorType{ScalarType::kLong, {1, sh.S}, {}});
-  sh.cache_position = g.add_input("cache_position", TensorType{ScalarType::kLong, {sh.S}, {}});
+  if (sh.kv_cache) {
+    sh.cache_position = g.add_input("cache_position", TensorType{ScalarType::kLong, {sh.S}, {}});
+  } else {
+    HF2PTE_ASSIGN_OR_RETURN(sh.cache_position, prefix_positions(b, sh));
+  }
 
   const int64_t H = c.hidden_size, V = c.vocab_size, hd = c.head_dim;
   HF2PTE_ASSIGN_OR_RETURN(ValueId embed, b.weight(std::string(arch.names.embed), {V, H}));
@@ -476,7 +508,7 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   m["get_vocab_size"] = V;
   if (c.bos_token_id) m["get_bos_id"] = *c.bos_token_id;
   if (!c.eos_token_ids.empty()) m["get_eos_ids"] = c.eos_token_ids;
-  m["use_kv_cache"] = true;
+  m["use_kv_cache"] = opt.kv_cache;
   m["use_sdpa_with_kv_cache"] = false;
   m["enable_dynamic_shape"] = true;
   m["get_n_layers"] = c.num_hidden_layers;

@@ -19,6 +19,10 @@ struct BuildOptions {
   /// Decoders: attend over the written cache positions [0, max(cache_position] + 1)
   /// only (a data-dependent width) instead of all max_seq_len (--attention-span written).
   bool attend_written_only = false;
+  /// Decoders: a static KV cache in mutable buffers and a cache_position input
+  /// (the LLM contract). false: forward(input_ids[1, S]) only, positions 0..S-1,
+  /// attention over this call's S tokens, no mutable state (--no-kv-cache).
+  bool kv_cache = true;
 };
 
 struct BuiltModel {

@@ -684,6 +684,15 @@ std::string inspect_text(const PteFile& file, const InspectOptions& options) {
   for (const Json* m : constants) {
     out += fmt::format("  {} = {}\n", (*m)["name"].get<std::string>(), constant_text((*m)["constant"]));
   }
+  // An LLM program exported with --no-kv-cache (and every encoder): said in words,
+  // since generate then recomputes the whole sequence each step.
+  for (const Json* m : constants) {
+    const Json& c = (*m)["constant"];
+    if ((*m)["name"] == "use_kv_cache" && c["type"] == "bool" && !c["value"].get<bool>()) {
+      out += "KV cache: none (use_kv_cache = false): forward takes no cache_position and every call runs the "
+             "whole sequence\n";
+    }
+  }
 
   out += fmt::format("named data: {}\n", j["named_data"].size());
   for (const Json& n : j["named_data"]) {

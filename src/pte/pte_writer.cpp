@@ -505,6 +505,7 @@ WriteSummary summarize(const Layout& layout) {
 Result<WriteSummary> write_pte(const std::string& path, PteContents contents, const WriteOptions& options) {
   namespace fs = std::filesystem;
   HF2PTE_ASSIGN_OR_RETURN(Layout layout, plan_layout(contents));
+  if (options.on_layout) options.on_layout(summarize(layout));
 
   const fs::path destination(path);
   const std::string name = destination.filename().string();

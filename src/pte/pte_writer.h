@@ -60,7 +60,13 @@ struct PteContents {
   std::vector<Blob> delegates;
 };
 
+struct WriteSummary;
+
 struct WriteOptions {
+  /// Called once the layout is decided, before the first byte is written (and
+  /// before any blob streams its source): the file will be exactly
+  /// `file_size` bytes.
+  std::function<void(const WriteSummary&)> on_layout;
   /// Called after every blob (and at the end) with bytes written so far.
   std::function<void(const WriteProgress&)> on_progress;
   /// Polled before every write; when it reads true the write stops with

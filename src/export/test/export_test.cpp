@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+
+#include <fmt/format.h>
+#include <optional>
 
 #include "checkpoint/checkpoint.h"
 #include "export/decompositions.h"
@@ -15,6 +19,7 @@
 #include "export/pipeline.h"
 #include "export/stages.h"
 #include "export/test/plan_check.h"
+#include "pte/pte_file.h"
 #include "pte/pte_writer.h"
 #include "runtime/program.h"
 
@@ -186,6 +191,70 @@ TEST(Exporter, InterruptLeavesNoFileBehind) {
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), ErrorCode::kCancelled) << r.status().message();
   EXPECT_TRUE(fs::is_empty(dir)) << "files left behind";
+}
+
+// --max-seq-len / --dim (issue #14): the sizes reported before the weights
+// stream are those of the program written: the file's size within 1% (the
+// layout is decided before streaming, so it is exact) and the planned arena
+// (the non_const_buffer_sizes of the file) exactly; and the report comes
+// before the first byte is written.
+TEST(Exporter, EstimateBeforeStreamingMatchesTheWrittenProgram) {
+  namespace fs = std::filesystem;
+  struct Case {
+    const char* fixture;
+    std::optional<int64_t> max_seq_len;
+    std::optional<int64_t> dim_max;
+    Backend backend;
+    bool kv_cache;
+  };
+  const Case cases[] = {
+      {"llama-gqa", 1024, std::nullopt, Backend::kPortable, true},
+      {"llama-gqa", 4096, std::nullopt, Backend::kXnnpack, true},
+      {"llama-gqa", std::nullopt, 32, Backend::kXnnpack, true},
+      {"gemma2", 300, 100, Backend::kPortable, true},
+      {"qwen3", 2000, std::nullopt, Backend::kXnnpack, false},
+  };
+  for (const auto& c : cases) {
+    const std::string label = fmt::format("{} max_seq_len {} dim {} {}", c.fixture, c.max_seq_len.value_or(0),
+                                          c.dim_max.value_or(0), backend_name(c.backend));
+    auto dir = fs::path(HF2PTE_BINARY_DIR) / "test_tmp" / "estimate";
+    fs::create_directories(dir);
+    ExportRequest req;
+    req.model_dir = std::string(HF2PTE_SOURCE_DIR) + "/tests/data/fixtures/" + c.fixture;
+    req.output_path = (dir / "m.pte").string();
+    req.config.backend = c.backend;
+    req.config.max_seq_len = c.max_seq_len;
+    req.config.use_kv_cache = c.kv_cache;
+    if (c.dim_max) req.config.dims["seq"] = DimBound{1, *c.dim_max};
+    std::optional<ExportEstimate> estimate;
+    uint64_t written_at_estimate = 0, written = 0;
+    req.on_progress = [&](const ExportProgress& p) {
+      if (p.stage == "write") written = p.bytes_written;
+    };
+    req.on_estimate = [&](const ExportEstimate& e) {
+      EXPECT_FALSE(estimate) << "reported twice: " << label;
+      estimate = e;
+      written_at_estimate = written;
+    };
+    auto r = export_model(req);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    ASSERT_TRUE(estimate) << label;
+    EXPECT_EQ(written_at_estimate, 0u) << label;
+    const uint64_t file_size = fs::file_size(req.output_path);
+    EXPECT_LE(std::fabs(double(estimate->file_bytes) - double(file_size)), 0.01 * double(file_size)) << label;
+    EXPECT_EQ(estimate->max_seq_len, c.max_seq_len.value_or(r->max_seq_len)) << label;
+
+    auto program = rt::Program::load(req.output_path);
+    ASSERT_TRUE(program.is_ok()) << program.status().message();
+    uint64_t planned = 0;
+    for (const auto* plan : *(*program)->file().program().execution_plan()) {
+      const auto* sizes = plan->non_const_buffer_sizes();
+      for (uint32_t i = 1; sizes != nullptr && i < sizes->size(); ++i) planned += uint64_t(sizes->Get(i));
+    }
+    EXPECT_GT(planned, 0u) << label;
+    EXPECT_EQ(estimate->arena_bytes, planned) << label;
+    EXPECT_EQ(estimate->arena_bytes, r->arena_bytes) << label;
+  }
 }
 
 // ---- rule tests: the graph before and after a rule, through the reference interpreter ----

@@ -207,10 +207,18 @@ TEST(PteWriter, OutputIsReproducibleAndMatchesFile) {
   TempDir dir("reproducible");
   const fs::path out = dir.path() / "model.pte";
   std::vector<WriteProgress> progress;
+  std::vector<WriteSummary> layouts;  // on_layout: once, before the first byte
   WriteOptions options;
+  options.on_layout = [&](const WriteSummary& w) {
+    EXPECT_TRUE(progress.empty());
+    layouts.push_back(w);
+  };
   options.on_progress = [&](const WriteProgress& p) { progress.push_back(p); };
   auto summary = write_pte(out.string(), add_contents(), options);
   ASSERT_TRUE(summary.is_ok()) << summary.status().message();
+  ASSERT_EQ(layouts.size(), 1u);
+  EXPECT_EQ(layouts[0].file_size, first->size());
+  EXPECT_EQ(layouts[0].program_size, summary->program_size);
   EXPECT_EQ(read_file(out), *first);
   EXPECT_EQ(summary->file_size, first->size());
   EXPECT_EQ(summary->segment_data_size, 8u);
