@@ -348,8 +348,6 @@ TEST(Cli, PromptLongerThanTheContextIsRefusedWithBothLengths) {
   expect_one_line_error(r, "the prompt has 10 tokens; the program's context holds at most 8");
 }
 
-}  // namespace
-}  // namespace hf2pte
 
 // Quantized exports (docs/quantization.md): HQQ sums in one fixed order and the
 // work split never changes a block, so --threads does not change the bytes.
@@ -402,3 +400,6 @@ TEST(Cli, MixedRecipeFallsBackToPerChannelWhereTheGroupDoesNotDivide) {
   EXPECT_NE(i.out.find("qcint8"), std::string::npos);
   EXPECT_NE(i.out.find("qbint4"), std::string::npos);
 }
+
+}  // namespace
+}  // namespace hf2pte

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/xnnpack/xnnpack_backend.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "checkpoint/npy.h"
 #include "export/exporter.h"
 #include "kernels/optimized/kernels.h"
