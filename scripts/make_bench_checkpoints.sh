@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Writes the random-weight benchmark checkpoints (docs/performance.md) and
 # exports them: bench-110m (stories110M shape, fp32, ~0.44 GB) and bench-1b
-# (TinyLlama-1.1B shape, bf16 on disk, ~2.2 GB). Not part of CI (too big).
+# (TinyLlama-1.1B shape, bf16 on disk, ~2.2 GB), each in fp32 and quantized
+# (<preset>-8da4w.pte: --qlinear 8da4w --qembedding 8w; <preset>-8da8w.pte:
+# --qlinear 8da8w --qembedding 8w; docs/quantization.md). Not part of CI (too big).
 #
 #   scripts/make_bench_checkpoints.sh [BUILD_DIR] [OUT_DIR] [MAX_SEQ_LEN]
 #   (defaults: build, /tmp/hf2pte-bench, 512)
@@ -17,5 +19,9 @@ cli=$(find "$build" -name hf2pte -type f -perm -u+x | head -1)
 for preset in bench-110m bench-1b; do
   [[ -f "$out/$preset/model.safetensors" ]] || "$tool" "$preset" "$out/$preset"
   [[ -f "$out/$preset.pte" ]] || "$cli" export "$out/$preset" -o "$out/$preset.pte" --max-seq-len "$max_seq"
+  for q in 8da4w 8da8w; do
+    [[ -f "$out/$preset-$q.pte" ]] || "$cli" export "$out/$preset" -o "$out/$preset-$q.pte" --max-seq-len "$max_seq" \
+      --qlinear "$q" --qembedding 8w
+  done
 done
 ls -l "$out"

@@ -121,8 +121,8 @@ TEST_F(XnnpackConformance, InspectListsDelegateNodes) {
   EXPECT_EQ(d["node_count"], 3);
   EXPECT_EQ(d["nodes"][0]["type"], "XNNConvert");
   EXPECT_EQ(d["nodes"][0]["count"], 2);
-  EXPECT_EQ(d["nodes"][1]["type"], "XNNFullyConnected");
-  EXPECT_NE(pte::inspect_text(**file, opts).find("3 nodes (XNNConvert x2, XNNFullyConnected x1)"), std::string::npos);
+  EXPECT_EQ(d["nodes"][1]["type"], "XNNFullyConnected qint8 x qint8");  // quantized FCs name their scheme
+  EXPECT_NE(pte::inspect_text(**file, opts).find("3 nodes (XNNConvert x2, XNNFullyConnected qint8 x qint8 x1)"), std::string::npos);
   // Without a describer the output is unchanged.
   EXPECT_FALSE(pte::inspect_json(**file)["methods"][0]["delegates"][0].contains("nodes"));
 }

@@ -69,7 +69,22 @@ Result<std::map<std::string, uint64_t>> named_weight_elements(const pte::PteFile
     const auto* table = v.graph->constant_data();
     if (values == nullptr || table == nullptr) continue;
     for (const auto* xv : *values) {
+      // Quantized filters (qcint8 / qcint4 / qbint4) count their logical
+      // elements; their scale buffers ("scale_...") are bytes read, not weights.
       const auto* t = xv->xvalue_union_as_XNNTensorValue();
+      if (const auto* q = xv->xvalue_union_as_XNNQuantizedTensorValue(); q != nullptr) {
+        t = q->tensor_value();
+        if (const auto* pc = q->quant_params_as_PerChannelQuant(); pc != nullptr && table != nullptr &&
+                                                                   pc->scale_buffer_idx() < table->size() &&
+                                                                   table->Get(pc->scale_buffer_idx())->named_key()) {
+          elements[table->Get(pc->scale_buffer_idx())->named_key()->str()] = 0;
+        }
+        if (const auto* pg = q->quant_params_as_PerChannelGroupQuant(); pg != nullptr && table != nullptr &&
+                                                                        pg->scale_buffer_idx() < table->size() &&
+                                                                        table->Get(pg->scale_buffer_idx())->named_key()) {
+          elements[table->Get(pg->scale_buffer_idx())->named_key()->str()] = 0;
+        }
+      }
       if (t == nullptr || t->constant_buffer_idx() == 0 || t->constant_buffer_idx() >= table->size() || t->dims() == nullptr) continue;
       const auto* entry = table->Get(t->constant_buffer_idx());
       if (entry->named_key() == nullptr) continue;
@@ -110,7 +125,8 @@ Result<WeightTraffic> weights_per_token(const std::string& pte_path) {
         uint64_t n = 1;
         for (auto s : *t->sizes()) n *= uint64_t(std::max(s, 0));
         // Lookups read one row per token, not the whole table.
-        bool lookup = op == "aten::embedding" || op == "aten::index_select";
+        bool lookup = op == "aten::embedding" || op == "aten::index_select" ||
+                      op == "quantized_decomposed::embedding_byte" || op == "quantized_decomposed::embedding_4bit";
         if (lookup && t->sizes()->size() >= 1 && t->sizes()->Get(0) > 0) n /= uint64_t(t->sizes()->Get(0));
         total.elements += n;
         total.bytes += n * element_size(ScalarType(t->scalar_type()));

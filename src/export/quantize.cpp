@@ -182,7 +182,7 @@ class Quantizer {
     if (r.group > 0 && in % r.group != 0) {
       return make_error(ErrorCode::kInvalidArgument,
                         "--qlinear {}: layer {} has {} input features, not a multiple of --qlinear-group-size {} "
-                        "(--qlinear 8da4w,8da8w falls back to per channel there)",
+                        "(--qlinear 8da4w,8da8w falls back to 8da8w per channel there; --qlinear-skip keeps it float)",
                         q_.qlinear, layer, in, r.group);
     }
     if (r.bits == 4 && in % 2 != 0) {
