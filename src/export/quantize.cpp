@@ -65,6 +65,22 @@ class QuantCache {
   std::shared_ptr<const quant::QuantizedWeight> value_;
 };
 
+/// All of `c`'s elements (nbytes() / sizeof(T) of them).
+template <class T>
+Result<std::vector<T>> read_all(const ConstantData& c) {
+  const size_t total = size_t(c.nbytes());
+  std::vector<T> w(total / sizeof(T));
+  size_t at = 0;
+  HF2PTE_RETURN_IF_ERROR(c.write([&](const void* p, size_t n) -> Status {
+    if (at + n > total) return make_error(ErrorCode::kInternal, "{} streamed more than {} bytes", c.origin, total);
+    std::memcpy(reinterpret_cast<uint8_t*>(w.data()) + at, p, n);
+    at += n;
+    return Status::ok();
+  }));
+  if (at != total) return make_error(ErrorCode::kInternal, "{} streamed {} of {} bytes", c.origin, at, total);
+  return w;
+}
+
 /// A float constant to be quantized: its stream, block shape and recipe.
 struct QuantSource {
   ConstantData source;
@@ -75,20 +91,16 @@ struct QuantSource {
 
   Result<std::shared_ptr<const quant::QuantizedWeight>> get() const {
     return cache->get(this, [this]() -> Result<quant::QuantizedWeight> {
-      std::vector<float> w(size_t(shape.rows * shape.cols));
-      size_t at = 0;
-      const size_t total = w.size() * sizeof(float);
-      HF2PTE_RETURN_IF_ERROR(source.write([&](const void* p, size_t n) -> Status {
-        if (at + n > total) return make_error(ErrorCode::kInternal, "{} streamed more than {} bytes", source.origin, total);
-        std::memcpy(reinterpret_cast<uint8_t*>(w.data()) + at, p, n);
-        at += n;
-        return Status::ok();
-      }));
-      if (at != total) return make_error(ErrorCode::kInternal, "{} streamed {} of {} bytes", source.origin, at, total);
       quant::ParallelFor pf = [](int64_t count, const std::function<void(int64_t, int64_t)>& f) {
         kernels::parallel_for(count, 64, f);
       };
-      return quant::quantize_weight(w, shape, bits, algo, pf);
+      // A bf16 checkpoint's layer is held as its bf16 bits: half the memory, same numbers.
+      if (source.source_dtype == ScalarType::kBFloat16 && source.converted) {
+        HF2PTE_ASSIGN_OR_RETURN(auto w, read_all<uint16_t>(source.converted(ScalarType::kBFloat16)));
+        return quant::quantize_bf16_weight_in_place(w, shape, bits, algo, pf);
+      }
+      HF2PTE_ASSIGN_OR_RETURN(auto w, read_all<float>(source));
+      return quant::quantize_weight_in_place(w, shape, bits, algo, pf);
     });
   }
 };

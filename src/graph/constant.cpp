@@ -49,6 +49,7 @@ ConstantData make_constant(const ConstantRecipe& r) {
     c.sizes[0] = nrows;
   }
   c.origin = r.source.name;
+  c.source_dtype = r.source.dtype;
   if (r.row_begin != 0 || r.row_end >= 0) c.origin += fmt::format("[{}:{}]", row_begin, row_end);
   if (r.transpose) c.origin += ".T";
   if (r.dtype != r.source.dtype) c.origin += fmt::format(" as {}", scalar_type_name(r.dtype));

@@ -64,6 +64,9 @@ struct ConstantData {
   /// For constants streamed from a checkpoint: the same tensor converted to
   /// another element type while streaming (F32/F16/BF16). Empty otherwise.
   std::function<ConstantData(ScalarType)> converted;
+  /// Constants streamed from a checkpoint: the element type stored there
+  /// (converted() to it is exact).
+  std::optional<ScalarType> source_dtype;
   /// Quantized weights and their scales (the quantize stage).
   std::optional<QuantInfo> quant;
 

@@ -53,6 +53,15 @@ struct QuantizedWeight {
 /// same on every machine and for every split of the work.
 QuantizedWeight quantize_weight(std::span<const float> w, const BlockShape& shape, int bits, QParams algo,
                                 const ParallelFor& pf = serial_for);
+/// The same without a copy of the weights: `w` is used as scratch (its
+/// contents are unspecified afterwards). One layer in memory, not two.
+QuantizedWeight quantize_weight_in_place(std::span<float> w, const BlockShape& shape, int bits, QParams algo,
+                                         const ParallelFor& pf = serial_for);
+/// The same for a bf16 checkpoint's weights held as their bf16 bits (half the
+/// memory; widened to float32 exactly, so the result equals quantize_weight of
+/// the widened values).
+QuantizedWeight quantize_bf16_weight_in_place(std::span<uint16_t> w, const BlockShape& shape, int bits, QParams algo,
+                                              const ParallelFor& pf = serial_for);
 
 /// Round to nearest even into bfloat16 (upstream's scale.to(torch.bfloat16)).
 uint16_t float_to_bf16(float f);

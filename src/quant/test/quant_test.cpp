@@ -1,4 +1,5 @@
 #include "quant/quant.h"
+#include "quant/hqq_simd.h"
 
 #include <cmath>
 #include <random>
@@ -74,6 +75,54 @@ TEST(Hqq, BytesDoNotDependOnHowTheWorkIsSplit) {
   auto split = quantize_weight(w, shape, 8, QParams::kHqq, odd_chunks);
   EXPECT_EQ(serial.q, split.q);
   EXPECT_EQ(serial.scales, split.scales);
+}
+
+// The AVX-512 tile step and the scalar lanes perform the same float32
+// operations in the same order: identical bytes, on shapes with whole tiles,
+// a partial last tile, per-channel rows and 4 / 8 bits.
+TEST(Hqq, SimdAndScalarPathsGiveTheSameBytes) {
+  if (!hqq_simd_available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  struct Shape {
+    BlockShape shape;
+    int bits;
+  };
+  for (const Shape& c : {Shape{{40, 96, 32}, 4}, Shape{{17, 64, 0}, 8}, Shape{{33, 160, 32}, 8}, Shape{{5, 64, 32}, 4}}) {
+    auto w = random_weights(size_t(c.shape.rows * c.shape.cols), uint32_t(c.shape.rows));
+    auto simd = quantize_weight(w, c.shape, c.bits, QParams::kHqq);
+    const bool was = set_hqq_simd(false);
+    auto scalar = quantize_weight(w, c.shape, c.bits, QParams::kHqq);
+    set_hqq_simd(was);
+    EXPECT_EQ(simd.q, scalar.q) << c.shape.rows << "x" << c.shape.cols;
+    EXPECT_EQ(simd.scales, scalar.scales) << c.shape.rows << "x" << c.shape.cols;
+  }
+}
+
+TEST(Hqq, InPlaceEqualsCopying) {
+  auto w = random_weights(48 * 64, 11);
+  auto a = quantize_weight(w, {48, 64, 32}, 4, QParams::kHqq);
+  auto scratch = w;
+  auto b = quantize_weight_in_place(scratch, {48, 64, 32}, 4, QParams::kHqq);
+  EXPECT_EQ(a.q, b.q);
+  EXPECT_EQ(a.scales, b.scales);
+}
+
+// bf16 checkpoints are quantized from their bf16 bits (half the memory): the
+// result equals quantizing the exactly widened float32 values.
+TEST(Hqq, Bf16WeightsEqualTheirWidenedFloats) {
+  auto w = random_weights(40 * 96, 5);
+  std::vector<uint16_t> bits(w.size());
+  std::vector<float> widened(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    bits[i] = float_to_bf16(w[i]);
+    widened[i] = bf16_to_float(bits[i]);
+  }
+  for (QParams algo : {QParams::kHqq, QParams::kAffine}) {
+    auto a = quantize_weight(widened, {40, 96, 32}, 4, algo);
+    auto b = quantize_bf16_weight_in_place(bits, {40, 96, 32}, 4, algo);
+    EXPECT_EQ(a.q, b.q);
+    EXPECT_EQ(a.scales, b.scales);
+    for (size_t i = 0; i < w.size(); ++i) bits[i] = float_to_bf16(w[i]);  // in place: refill
+  }
 }
 
 TEST(Bf16, RoundsToNearestEven) {
