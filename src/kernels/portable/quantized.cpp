@@ -50,6 +50,37 @@ Status expect_int_range(int64_t qmin, int64_t qmax, int64_t lo, int64_t hi, OpId
   return Status::ok();
 }
 
+/// The checked operands of quantize_per_token / dequantize_per_token: input,
+/// per-token scales and zero points, the int8 range, and the out resized to the
+/// input's shape (`in` / `out_t` their element types).
+struct PerTokenOperands {
+  rt::Tensor *x, *scale, *zp, *out;
+  int64_t qmin, qmax, n, tokens;
+};
+Result<PerTokenOperands> per_token_operands(const ArgReader& r, OpId op, size_t out_index, ScalarType in,
+                                            ScalarType out_t) {
+  PerTokenOperands p{};
+  HF2PTE_ASSIGN_OR_RETURN(p.x, r.tensor(0));
+  HF2PTE_ASSIGN_OR_RETURN(p.scale, r.tensor(1));
+  HF2PTE_ASSIGN_OR_RETURN(p.zp, r.tensor(2));
+  HF2PTE_ASSIGN_OR_RETURN(p.qmin, r.int_arg(3));
+  HF2PTE_ASSIGN_OR_RETURN(p.qmax, r.int_arg(4));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t dtype, r.int_arg(5));
+  HF2PTE_ASSIGN_OR_RETURN(p.out, r.tensor(out_index));
+  HF2PTE_CHECK_OR_RETURN(dtype == int64_t(ScalarType::kChar), kNotSupported, "{}: dtype {}; only int8", op_key(op),
+                         dtype);
+  HF2PTE_RETURN_IF_ERROR(expect_int_range(p.qmin, p.qmax, -128, 127, op));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*p.x, in, op, "input"));
+  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*p.x, op, "input"));
+  HF2PTE_RETURN_IF_ERROR(expect_per_token_params(*p.x, *p.scale, *p.zp, op));
+  HF2PTE_RETURN_IF_ERROR(resize_out(*p.out, p.x->sizes(), op));
+  HF2PTE_RETURN_IF_ERROR(expect_dtype(*p.out, out_t, op, "out"));
+  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*p.out, op, "out"));
+  p.n = p.x->dim() == 0 ? 1 : p.x->size(-1);
+  p.tokens = token_count(*p.x);
+  return p;
+}
+
 // Upstream's calculate_scale_and_zero_point (op_choose_qparams.cpp): the range
 // widened to include 0, scale = (max - min) / 255 in double (0.1 when it is 0),
 // a scale below 6.1e-5 raised to it with the range stretched, and the zero
@@ -114,32 +145,16 @@ Status ChooseQparamsPerTokenAsymmetricOut(rt::KernelContext&, std::span<rt::EVal
 Status QuantizePerTokenOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   constexpr OpId op = OpId::QuantizePerTokenOut;
   HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
-  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * x, r.tensor(0));
-  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * scale, r.tensor(1));
-  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * zp, r.tensor(2));
-  HF2PTE_ASSIGN_OR_RETURN(int64_t qmin, r.int_arg(3));
-  HF2PTE_ASSIGN_OR_RETURN(int64_t qmax, r.int_arg(4));
-  HF2PTE_ASSIGN_OR_RETURN(int64_t dtype, r.int_arg(5));
-  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(6));
-  HF2PTE_CHECK_OR_RETURN(dtype == int64_t(ScalarType::kChar), kNotSupported, "{}: dtype {}; only int8", op_key(op),
-                         dtype);
-  HF2PTE_RETURN_IF_ERROR(expect_int_range(qmin, qmax, -128, 127, op));
-  HF2PTE_RETURN_IF_ERROR(expect_dtype(*x, ScalarType::kFloat, op, "input"));
-  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*x, op, "input"));
-  HF2PTE_RETURN_IF_ERROR(expect_per_token_params(*x, *scale, *zp, op));
-  HF2PTE_RETURN_IF_ERROR(resize_out(*out, x->sizes(), op));
-  HF2PTE_RETURN_IF_ERROR(expect_dtype(*out, ScalarType::kChar, op, "out"));
-  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*out, op, "out"));
-  const int64_t n = x->dim() == 0 ? 1 : x->size(-1), tokens = token_count(*x);
-  for (int64_t t = 0; t < tokens; ++t) {
+  HF2PTE_ASSIGN_OR_RETURN(auto p, per_token_operands(r, op, 6, ScalarType::kFloat, ScalarType::kChar));
+  for (int64_t t = 0; t < p.tokens; ++t) {
     // quantize_val: inv_scale = 1.0f / float(scale), q = zp + round(inv_scale * x).
-    const float inv = 1.0f / float(scale->data<double>()[t]);
-    const int64_t z = zp->data<int64_t>()[t];
-    const float* in = x->data<float>() + t * n;
-    int8_t* o = out->data<int8_t>() + t * n;
-    for (int64_t i = 0; i < n; ++i) {
+    const float inv = 1.0f / float(p.scale->data<double>()[t]);
+    const int64_t z = p.zp->data<int64_t>()[t];
+    const float* in = p.x->data<float>() + t * p.n;
+    int8_t* o = p.out->data<int8_t>() + t * p.n;
+    for (int64_t i = 0; i < p.n; ++i) {
       const int64_t q = int64_t(int32_t(z) + std::nearbyint(inv * in[i]));
-      o[i] = int8_t(std::clamp(q, qmin, qmax));
+      o[i] = int8_t(std::clamp(q, p.qmin, p.qmax));
     }
   }
   r.set_return(6);
@@ -149,30 +164,16 @@ Status QuantizePerTokenOut(rt::KernelContext&, std::span<rt::EValue*> args) {
 Status DequantizePerTokenOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   constexpr OpId op = OpId::DequantizePerTokenOut;
   HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
-  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * x, r.tensor(0));
-  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * scale, r.tensor(1));
-  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * zp, r.tensor(2));
-  HF2PTE_ASSIGN_OR_RETURN(int64_t qmin, r.int_arg(3));
-  HF2PTE_ASSIGN_OR_RETURN(int64_t qmax, r.int_arg(4));
-  HF2PTE_ASSIGN_OR_RETURN(int64_t dtype, r.int_arg(5));
   HF2PTE_ASSIGN_OR_RETURN(int64_t out_dtype, r.int_arg(6));
-  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(7));
-  HF2PTE_CHECK_OR_RETURN(dtype == int64_t(ScalarType::kChar) && out_dtype == int64_t(ScalarType::kFloat),
-                         kNotSupported, "{}: int8 -> float32 only", op_key(op));
-  HF2PTE_RETURN_IF_ERROR(expect_int_range(qmin, qmax, -128, 127, op));
-  HF2PTE_RETURN_IF_ERROR(expect_dtype(*x, ScalarType::kChar, op, "input"));
-  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*x, op, "input"));
-  HF2PTE_RETURN_IF_ERROR(expect_per_token_params(*x, *scale, *zp, op));
-  HF2PTE_RETURN_IF_ERROR(resize_out(*out, x->sizes(), op));
-  HF2PTE_RETURN_IF_ERROR(expect_dtype(*out, ScalarType::kFloat, op, "out"));
-  HF2PTE_RETURN_IF_ERROR(expect_contiguous(*out, op, "out"));
-  const int64_t n = x->dim() == 0 ? 1 : x->size(-1), tokens = token_count(*x);
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float s = float(scale->data<double>()[t]);
-    const int32_t z = int32_t(zp->data<int64_t>()[t]);
-    const int8_t* in = x->data<int8_t>() + t * n;
-    float* o = out->data<float>() + t * n;
-    for (int64_t i = 0; i < n; ++i) o[i] = float(int32_t(in[i]) - z) * s;
+  HF2PTE_CHECK_OR_RETURN(out_dtype == int64_t(ScalarType::kFloat), kNotSupported, "{}: output_dtype {}; only float32",
+                         op_key(op), out_dtype);
+  HF2PTE_ASSIGN_OR_RETURN(auto p, per_token_operands(r, op, 7, ScalarType::kChar, ScalarType::kFloat));
+  for (int64_t t = 0; t < p.tokens; ++t) {
+    const float s = float(p.scale->data<double>()[t]);
+    const int32_t z = int32_t(p.zp->data<int64_t>()[t]);
+    const int8_t* in = p.x->data<int8_t>() + t * p.n;
+    float* o = p.out->data<float>() + t * p.n;
+    for (int64_t i = 0; i < p.n; ++i) o[i] = float(int32_t(in[i]) - z) * s;
   }
   r.set_return(7);
   return Status::ok();
