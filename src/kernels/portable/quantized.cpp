@@ -179,7 +179,7 @@ Status DequantizePerTokenOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   return Status::ok();
 }
 
-// out[m, n] = Σ_k in[m, k] · (w[n, k] · scale[n, k / group]) (zero points None).
+// out[m, n] = Σ_g scale[n, g] · Σ_{k in g} in[m, k] · w[n, k] (zero points None).
 Status MixedLinearOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   constexpr OpId op = OpId::MixedLinearOut;
   HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
@@ -208,18 +208,22 @@ Status MixedLinearOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_RETURN_IF_ERROR(resize_out(*out, shape, op));
   HF2PTE_RETURN_IF_ERROR(expect_dtype(*out, ScalarType::kFloat, op, "out"));
   HF2PTE_RETURN_IF_ERROR(expect_contiguous(*out, op, "out"));
+  // Upstream's order (vec_quantized_matmul_transb_int8): per group, Σ x·w in
+  // float, times the group's scale, summed over the groups.
   const int64_t gs = K / G;
   const float* px = x->data<float>();
   const int8_t* pw = w->data<int8_t>();
   const float* ps = scales->data<float>();
   float* po = out->data<float>();
-  std::vector<float> row(static_cast<size_t>(K));
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t k = 0; k < K; ++k) row[size_t(k)] = float(pw[n * K + k]) * ps[n * G + k / gs];
-    for (int64_t m = 0; m < M; ++m) {
-      float acc = 0.0f;
-      for (int64_t k = 0; k < K; ++k) acc += px[m * K + k] * row[size_t(k)];
-      po[m * N + n] = acc;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      float sum = 0.0f;
+      for (int64_t k = 0; k < K; k += gs) {
+        float psum = 0.0f;
+        for (int64_t k2 = k; k2 < k + gs; ++k2) psum += px[m * K + k2] * float(pw[n * K + k2]);
+        sum += psum * ps[n * G + k / gs];
+      }
+      po[m * N + n] = sum;
     }
   }
   r.set_return(5);
