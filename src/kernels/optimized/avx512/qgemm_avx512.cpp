@@ -278,14 +278,26 @@ void gemv_dq_int4_block(const TileArgs& t, int64_t p) {
   const uint8_t* q = t.a.q.data();
   __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, wb += block_bytes, q += g) {
+    // Four int32 chains (two 64-byte loads per step) halve the dpbusd latency
+    // chain per block; their sum is exact.
     __m512i a0 = _mm512_set1_epi32(t.a.bsum[size_t(b)]), a1 = _mm512_setzero_si512();
-    __m512i lo, hi;
-    for (int64_t kk = 0; kk < g; kk += 8) {
+    __m512i a2 = _mm512_setzero_si512(), a3 = _mm512_setzero_si512();
+    __m512i lo, hi, lo2, hi2;
+    int64_t kk = 0;
+    for (; kk + 16 <= g; kk += 16) {
+      unpack_nibbles(_mm512_loadu_si512(wb + kk * 8), &lo, &hi);
+      unpack_nibbles(_mm512_loadu_si512(wb + kk * 8 + 64), &lo2, &hi2);
+      a0 = _mm512_dpbusd_epi32(a0, lo, _mm512_set1_epi32(load_i32(q + kk)));
+      a1 = _mm512_dpbusd_epi32(a1, hi, _mm512_set1_epi32(load_i32(q + kk + 4)));
+      a2 = _mm512_dpbusd_epi32(a2, lo2, _mm512_set1_epi32(load_i32(q + kk + 8)));
+      a3 = _mm512_dpbusd_epi32(a3, hi2, _mm512_set1_epi32(load_i32(q + kk + 12)));
+    }
+    for (; kk < g; kk += 8) {
       unpack_nibbles(_mm512_loadu_si512(wb + kk * 8), &lo, &hi);
       a0 = _mm512_dpbusd_epi32(a0, lo, _mm512_set1_epi32(load_i32(q + kk)));
       a1 = _mm512_dpbusd_epi32(a1, hi, _mm512_set1_epi32(load_i32(q + kk + 4)));
     }
-    const __m512 d = _mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1));
+    const __m512 d = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
     const __m512 sc = load_bf16x16(wb + kQPanel * g / 2);
     // Alternate two float accumulators (even / odd blocks): fixed order.
     if (b % 2 == 0) {
