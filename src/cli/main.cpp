@@ -318,8 +318,8 @@ int main(int argc, char** argv) {
   auto* ex = app.add_subcommand("export", "export a checkpoint folder to a .pte file");
   ex->add_option("model_dir", ea.model_dir, "Hugging Face checkpoint folder")->required();
   ex->add_option("-o,--output", ea.output, "output .pte file")->required();
-  ex->add_option("--backend", ea.backend, "xnnpack (default) | portable | cuda");
-  ex->add_option("--dtype", ea.dtype, "fp32 | fp16 | bf16");
+  ex->add_option("--backend", ea.backend, "xnnpack (default) | portable");
+  ex->add_option("--dtype", ea.dtype, "fp32 (the program's float type)");
   ex->add_option("--max-seq-len", ea.max_seq_len, "maximum sequence length (KV cache size)");
   ex->add_option("--attention-span", ea.attention_span,
                  "full (default): attend over the whole KV cache, masked | written: only positions [0, last written + 1)");
