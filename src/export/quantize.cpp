@@ -158,7 +158,7 @@ ConstantData scales_constant(std::shared_ptr<const QuantSource> s, const LayerRe
     HF2PTE_ASSIGN_OR_RETURN(auto w, s->get());
     if (!bf16) return sink(w->scales.data(), w->scales.size() * sizeof(float));
     std::vector<float> rounded(w->scales.size());
-    for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = quant::bf16_to_float(quant::float_to_bf16(w->scales[i]));
+    for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = bf16_to_float(float_to_bf16(w->scales[i]));
     return sink(rounded.data(), rounded.size() * sizeof(float));
   };
   return c;

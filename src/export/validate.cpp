@@ -98,6 +98,8 @@ Result<ValidationResult> validate_export(const graph::Program& unlowered, const 
         HF2PTE_ASSIGN_OR_RETURN(float_expected, finterp.run(inputs));
       }
     }
+    const bool dynamic = std::any_of(g.nodes().begin(), g.nodes().end(),
+                                     [](const graph::Node& n) { return n.op == OpId::QuantizePerTokenOut; });
     nlohmann::ordered_json outs = nlohmann::ordered_json::array();
     for (size_t o = 0; o < expected.size(); ++o) {
       HF2PTE_ASSIGN_OR_RETURN(HostTensor got, method->output_tensor(o));
@@ -121,8 +123,6 @@ Result<ValidationResult> validate_export(const graph::Program& unlowered, const 
       // a program still passes when it is far closer to the fake-quantized
       // reference than the recipe moves the model (the fixture suites check the
       // recipe itself at 1e-4 on tie-free inputs: tests/quant_fixtures_test.cpp).
-      const bool dynamic = std::any_of(g.nodes().begin(), g.nodes().end(),
-                                       [](const graph::Node& n) { return n.op == OpId::QuantizePerTokenOut; });
       if (shape_ok && dynamic && !(diff <= tol) && !vs_float.is_null() && float_expected.size() > o) {
         double effect = 0;
         auto f = as_doubles(float_expected[o]);

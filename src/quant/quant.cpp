@@ -21,7 +21,8 @@ float round_even(float x) { return std::nearbyint(x); }
 float clampf(float x, float lo, float hi) { return std::min(std::max(x, lo), hi); }
 
 // Weights are held as float32 or, for bf16 checkpoints, as their exact bf16
-// bits (half the memory); every computation widens them to float32 first.
+// bits (half the memory); every computation widens them to float32 first
+// (core's bf16_to_float, inline here for the hot loops).
 inline float widen(float x) { return x; }
 inline float widen(uint16_t b) {
   const uint32_t u = uint32_t(b) << 16;
@@ -193,21 +194,6 @@ QuantizedWeight quantize_bf16_weight_in_place(std::span<uint16_t> w, const Block
   return quantize_impl(w, shape, bits, algo, pf);
 }
 
-uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN (quiet)
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
-float bf16_to_float(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 void pack_int4_xnnpack(std::span<const int8_t> row, uint8_t* out) {
   const size_t n = row.size();
   for (size_t i = 0; i < n; i += 2) {
@@ -224,23 +210,6 @@ void pack_int4_embedding(std::span<const int8_t> row, uint8_t* out) {
     const uint8_t lo = i + 1 < n ? uint8_t(row[i + 1] + 8) : 0;
     out[i / 2] = uint8_t((hi << 4) | (lo & 0xF));
   }
-}
-
-TokenQParams token_qparams(std::span<const float> row) {
-  float mn = 0.0f, mx = 0.0f;
-  for (float x : row) {
-    mn = std::min(mn, x);
-    mx = std::max(mx, x);
-  }
-  float scale = (mx - mn) / 255.0f;
-  scale = std::max(scale, kSmallestNormal);
-  const float zp = clampf(-128.0f - round_even(mn / scale), -128.0f, 127.0f);
-  return {scale, int32_t(zp)};
-}
-
-void fake_quantize_token(std::span<float> row, const TokenQParams& p) {
-  const float inv = 1.0f / p.scale, zp = float(p.zero_point);
-  for (float& x : row) x = (clampf(round_even(x * inv) + zp, -128.0f, 127.0f) - zp) * p.scale;
 }
 
 }  // namespace hf2pte::quant

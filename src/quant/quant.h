@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/scalar_type.h"  // float_to_bf16 / bf16_to_float (scales upstream rounds to bf16)
+
 namespace hf2pte::quant {
 
 /// How the scales of a weight are chosen.
@@ -63,10 +65,6 @@ QuantizedWeight quantize_weight_in_place(std::span<float> w, const BlockShape& s
 QuantizedWeight quantize_bf16_weight_in_place(std::span<uint16_t> w, const BlockShape& shape, int bits, QParams algo,
                                               const ParallelFor& pf = serial_for);
 
-/// Round to nearest even into bfloat16 (upstream's scale.to(torch.bfloat16)).
-uint16_t float_to_bf16(float f);
-float bf16_to_float(uint16_t b);
-
 /// XNNPACK's 4-bit filter packing (qcint4 / qbint4): value + 8 per nibble, the
 /// even column in the low nibble; an odd count is padded with 0 (value -8 + 8).
 /// out gets ceil(n / 2) bytes per row.
@@ -83,17 +81,5 @@ inline int32_t embedding_int4_at(const uint8_t* row, int64_t c) {
   const uint8_t b = row[c / 2];
   return int32_t(c % 2 == 0 ? b >> 4 : b & 0xF) - 8;
 }
-
-/// Per-token asymmetric int8 parameters of one row (torchao's
-/// _apply_int8_act_asym_per_token_quant_dequant, in float32):
-/// scale = (max(x,0) - min(x,0)) / 255 (at least the smallest normal),
-/// zero_point = clamp(-128 - round(min / scale), -128, 127).
-struct TokenQParams {
-  float scale;
-  int32_t zero_point;
-};
-TokenQParams token_qparams(std::span<const float> row);
-/// x' = (clamp(round(x * (1 / scale)) + zp, -128, 127) - zp) * scale, in place.
-void fake_quantize_token(std::span<float> row, const TokenQParams& p);
 
 }  // namespace hf2pte::quant

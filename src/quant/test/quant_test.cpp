@@ -149,18 +149,5 @@ TEST(Pack, XnnpackPutsTheEvenColumnLowAndEmbeddingsHigh) {
   }
 }
 
-TEST(TokenQuant, MatchesTorchaosAsymmetricPerTokenFormula) {
-  std::vector<float> x = {-1.0f, 0.5f, 2.0f, 0.0f};
-  auto p = token_qparams(x);
-  EXPECT_EQ(p.scale, 3.0f / 255.0f);
-  EXPECT_EQ(p.zero_point, int32_t(-128.0f - std::nearbyint(-1.0f / p.scale)));
-  fake_quantize_token(x, p);
-  EXPECT_NEAR(x[0], -1.0f, 1e-6);
-  EXPECT_NEAR(x[2], 2.0f, p.scale);
-  // All-positive rows still include 0 in the range.
-  auto q = token_qparams(std::vector<float>{1.0f, 2.0f});
-  EXPECT_EQ(q.zero_point, -128);
-}
-
 }  // namespace
 }  // namespace hf2pte::quant

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -329,53 +330,54 @@ std::vector<uint32_t> dims_of(const Graph& g, ValueId v) {
 
 const char* kind_name(K k) { return fb_xnnpack::EnumNameXNodeUnion(k); }
 
-/// `c` (int8 [n, k], k even) packed two per byte in XNNPACK's order while it
-/// streams: value + 8, the even column in the low nibble (quant::pack_int4_xnnpack).
-graph::ConstantData packed_int4(const graph::ConstantData& c) {
+/// `c` re-encoded while it streams: every whole `unit` bytes of input go
+/// through `encode` (the bytes of a chunk boundary wait for the next chunk).
+graph::ConstantData recoded(const graph::ConstantData& c, ScalarType dtype, std::vector<int64_t> sizes,
+                            const char* key_suffix, size_t unit,
+                            std::function<void(const uint8_t* in, size_t units, std::vector<uint8_t>& out)> encode) {
   graph::ConstantData p = c;
-  p.dtype = ScalarType::kByte;
-  p.sizes = {c.sizes[0], c.sizes[1] / 2};
-  p.dedup_key = c.dedup_key.empty() ? "" : c.dedup_key + "|xnn4";
-  p.write = [c](const graph::ConstantData::Sink& sink) -> Status {
-    std::vector<int8_t> pending;  // an odd byte left over from the previous chunk
-    std::vector<uint8_t> out;
+  p.dtype = dtype;
+  p.sizes = std::move(sizes);
+  p.dedup_key = c.dedup_key.empty() ? "" : c.dedup_key + key_suffix;
+  p.write = [c, unit, encode](const graph::ConstantData::Sink& sink) -> Status {
+    std::vector<uint8_t> pending, out;
     return c.write([&](const void* data, size_t size) -> Status {
-      const auto* q = static_cast<const int8_t*>(data);
-      pending.insert(pending.end(), q, q + size);
-      const size_t even = pending.size() & ~size_t(1);
-      out.resize(even / 2);
-      quant::pack_int4_xnnpack(std::span<const int8_t>(pending.data(), even), out.data());
-      pending.erase(pending.begin(), pending.begin() + std::ptrdiff_t(even));
+      const auto* b = static_cast<const uint8_t*>(data);
+      pending.insert(pending.end(), b, b + size);
+      const size_t units = pending.size() / unit;
+      out.clear();
+      encode(pending.data(), units, out);
+      pending.erase(pending.begin(), pending.begin() + std::ptrdiff_t(units * unit));
       return out.empty() ? Status::ok() : sink(out.data(), out.size());
     });
   };
   return p;
 }
 
-/// fp32 scales rounded to bf16 (to nearest even) while they stream, as
-/// upstream's XNNPACK writer stores per-block scales.
+/// `c` (int8 [n, k], k even) packed two per byte in XNNPACK's order:
+/// value + 8, the even column in the low nibble (quant::pack_int4_xnnpack).
+graph::ConstantData packed_int4(const graph::ConstantData& c) {
+  return recoded(c, ScalarType::kByte, {c.sizes[0], c.sizes[1] / 2}, "|xnn4", 2,
+                 [](const uint8_t* in, size_t pairs, std::vector<uint8_t>& out) {
+                   out.resize(pairs);
+                   quant::pack_int4_xnnpack(std::span<const int8_t>(reinterpret_cast<const int8_t*>(in), 2 * pairs),
+                                            out.data());
+                 });
+}
+
+/// fp32 scales rounded to bf16 (to nearest even), as upstream's XNNPACK
+/// writer stores per-block scales.
 graph::ConstantData bf16_scales(const graph::ConstantData& c) {
-  graph::ConstantData p = c;
-  p.dtype = ScalarType::kBFloat16;
-  p.dedup_key = c.dedup_key.empty() ? "" : c.dedup_key + "|bf16";
-  p.write = [c](const graph::ConstantData::Sink& sink) -> Status {
-    std::vector<uint8_t> pending;
-    std::vector<uint16_t> out;
-    return c.write([&](const void* data, size_t size) -> Status {
-      const auto* b = static_cast<const uint8_t*>(data);
-      pending.insert(pending.end(), b, b + size);
-      const size_t whole = pending.size() / 4;
-      out.resize(whole);
-      for (size_t i = 0; i < whole; ++i) {
-        float f;
-        std::memcpy(&f, pending.data() + 4 * i, 4);
-        out[i] = quant::float_to_bf16(f);
-      }
-      pending.erase(pending.begin(), pending.begin() + std::ptrdiff_t(4 * whole));
-      return out.empty() ? Status::ok() : sink(out.data(), out.size() * 2);
-    });
-  };
-  return p;
+  return recoded(c, ScalarType::kBFloat16, c.sizes, "|bf16", 4,
+                 [](const uint8_t* in, size_t count, std::vector<uint8_t>& out) {
+                   out.resize(2 * count);
+                   for (size_t i = 0; i < count; ++i) {
+                     float f;
+                     std::memcpy(&f, in + 4 * i, 4);
+                     const uint16_t h = float_to_bf16(f);
+                     std::memcpy(out.data() + 2 * i, &h, 2);
+                   }
+                 });
 }
 
 /// Builds the delegate for nodes [begin, end) of `nodes` (all claimed).

@@ -12,6 +12,7 @@
 #include "kernels/optimized/gemm.h"
 #include "core/scalar_type.h"
 #include "pte/pte_file.h"
+#include "quant/quant.h"
 
 namespace hf2pte::xnn {
 
@@ -530,9 +531,8 @@ float const_as_float(const XValue& v, size_t i, int64_t c) {
 /// Element (r, c) of a 2-D 4-bit filter: nibble c of row r (low nibble first),
 /// minus the implicit zero point 8, times its channel or block scale.
 float int4_as_float(const XValue& w, int64_t r, int64_t c) {
-  const auto* b = static_cast<const uint8_t*>(w.cptr);
-  const uint8_t byte = b[size_t(r * ((w.dims[1] + 1) / 2) + c / 2)];
-  const int32_t q = int32_t(c % 2 != 0 ? byte >> 4 : byte & 0xF) - 8;
+  const auto* row = static_cast<const uint8_t*>(w.cptr) + size_t(r * ((w.dims[1] + 1) / 2));
+  const int32_t q = quant::xnnpack_int4_at(row, c);
   if (w.dtype == XDtype::kQBInt4) {
     return float(q) * w.block_scales[size_t(r * (w.dims[1] / w.group_size) + c / w.group_size)];
   }
