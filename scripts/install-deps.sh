@@ -22,6 +22,8 @@ PACKAGES=(
   libdnnl-dev                               # optimized kernels: oneDNN sgemm for GEMM blocks (prefill)
   libgtest-dev libgmock-dev                 # tests
   libpcre2-dev libutf8proc-dev libsentencepiece-dev  # tokenizers: regex, Unicode, tokenizer.model
+  libcpp-httplib-dev                        # hf2pte serve: HTTP/1.1 server (docs/serve.md)
+  curl                                      # serve's end-to-end tests: the error cases
 )
 if [ "$sanitizer" -eq 1 ]; then
   PACKAGES+=(clang libclang-rt-14-dev)    # sanitizer build and libFuzzer targets

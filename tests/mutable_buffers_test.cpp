@@ -4,6 +4,7 @@
 // reproduces the fixture's reference logits (independent float64 references
 // in tests/data/fixtures) while its K/V state visibly lives in that memory.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -247,8 +248,9 @@ INSTANTIATE_TEST_SUITE_P(Backends, UnplannedMutableBuffers,
                          ::testing::Values(exp::Backend::kPortable, exp::Backend::kXnnpack),
                          [](const auto& info) { return info.param == exp::Backend::kPortable ? "portable" : "xnnpack"; });
 
-// A program whose buffers are planned cannot have them rebound.
-TEST(PlannedMutableBuffers, CannotBeBound) {
+// Our planner gives every buffer bytes of its own, so a planned cache can be
+// moved to caller memory (one cache per sequence: hf2pte serve's slots).
+TEST(PlannedMutableBuffers, AreRebindable) {
   const std::string dir = test::repo_path(std::string("tests/data/fixtures/") + kFixture);
   auto program = rt::Program::load(export_fixture(dir, "mb_planned_bind", exp::Backend::kPortable, true));
   ASSERT_TRUE(program.is_ok()) << program.status().message();
@@ -256,9 +258,15 @@ TEST(PlannedMutableBuffers, CannotBeBound) {
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   ASSERT_EQ((*m)->num_mutable_buffers(), 4u);
   EXPECT_TRUE((*m)->buffer_planned(0));
-  std::vector<float> mem(8192);
-  EXPECT_EQ((*m)->set_mutable_buffer(0, mem.data(), mem.size() * sizeof(float)).message(),
-            "mutable buffer 0 (layers.0.attn.k_cache) is planned by the program; it cannot be bound (method forward)");
+  for (size_t i = 0; i < (*m)->num_mutable_buffers(); ++i) {
+    const auto meta = (*m)->mutable_buffer_meta(i);
+    EXPECT_TRUE(meta.rebindable) << meta.name;
+    std::vector<float> mem(meta.nbytes / sizeof(float));
+    EXPECT_TRUE((*m)->set_mutable_buffer(i, mem.data(), meta.nbytes).is_ok()) << meta.name;
+    EXPECT_EQ((*m)->set_mutable_buffer(i, mem.data(), meta.nbytes - 1).message(),
+              fmt::format("mutable buffer {} ({}) needs a buffer of {} bytes, got {} (method forward)", i, meta.name,
+                          meta.nbytes, meta.nbytes - 1));
+  }
   auto owned = rt::bind_zeroed_mutable_buffers(**m);
   ASSERT_TRUE(owned.is_ok());
   EXPECT_TRUE(owned->empty());

@@ -41,6 +41,7 @@ struct GenerateArgs {
   bool chat = false;  ///< wrap --prompt as a user message with the tokenizer's chat template
   std::string system;                      ///< --system: a system message before the user turn (--chat)
   std::vector<std::string> template_vars;  ///< --template-var NAME=VALUE, passed to the chat template
+  std::string chat_template;               ///< --chat-template FILE|chatml (default: the tokenizer's)
   bool print_prompt = false;               ///< print the (rendered) prompt text and exit
   bool huge_pages = false;                 ///< --huge-pages: XNNPACK filters copied into huge pages
   int threads = 0;    ///< kernel threads (0: all cores)
@@ -63,5 +64,21 @@ struct BenchArgs {
 /// `hf2pte bench OUT.pte [--prompt-len 128] [--gen 64] [--threads N] [--huge-pages]`
 CLI::App* add_bench_command(CLI::App& app, BenchArgs& a);
 int run_bench(const BenchArgs& a);
+
+struct ServeArgs {
+  std::string pte, host = "127.0.0.1", api_key, model_name, tokenizer, chat_template;
+  int port = 8080, slots = 1, max_queue = 64, threads = 0;
+  int64_t prefill_chunk = 256;
+  size_t max_body_bytes = size_t(1) << 20;
+  bool huge_pages = false;
+};
+/// `hf2pte serve OUT.pte [--host H] [--port P] [--slots N] [--max-queue Q] [--api-key KEY] [--threads T] ...`
+CLI::App* add_serve_command(CLI::App& app, ServeArgs& a);
+int run_serve(const ServeArgs& a);
+
+/// The chat template to render: `flag` is a Jinja file, or "chatml" for the
+/// built-in ChatML one; empty means the tokenizer's own, else ChatML (with
+/// `*fallback` set so the caller can say so).
+Result<std::string> resolve_chat_template(const std::string& flag, const std::string& tokenizer_template, bool* fallback);
 
 }  // namespace hf2pte::cli

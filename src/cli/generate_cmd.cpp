@@ -54,6 +54,8 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a) {
                   "VALUE is JSON when it parses, else a string), e.g. enable_thinking=false")
       ->type_name("NAME=VALUE")
       ->allow_extra_args(false);  // one NAME=VALUE per flag: a following positional stays positional
+  gen->add_option("--chat-template", a.chat_template,
+                  "with --chat: a Jinja file, or 'chatml', instead of the tokenizer's chat_template");
   gen->add_flag("--print-prompt", a.print_prompt, "print the prompt text (the rendered chat template with --chat) and exit");
   gen->add_option("--threads", a.threads, "kernel threads (default: all cores)");
   gen->add_flag("--huge-pages", a.huge_pages, kHugePagesHelp);
@@ -91,9 +93,9 @@ int run_generate(const GenerateArgs& a) {
   std::vector<int64_t> prompt;
   if (a.chat && !text_prompt) return fail(make_error(ErrorCode::kInvalidArgument, "--chat needs --prompt (command line)"));
   const bool has_system = a.system_opt != nullptr && a.system_opt->count() > 0;
-  if (!a.chat && (has_system || !a.template_vars.empty())) {
+  if (!a.chat && (has_system || !a.template_vars.empty() || !a.chat_template.empty())) {
     return fail(make_error(ErrorCode::kInvalidArgument, "{} needs --chat (command line)",
-                           has_system ? "--system" : "--template-var"));
+                           has_system ? "--system" : !a.template_vars.empty() ? "--template-var" : "--chat-template"));
   }
   if (a.print_prompt && !text_prompt) {
     return fail(make_error(ErrorCode::kInvalidArgument, "--print-prompt needs --prompt (command line)"));
@@ -103,13 +105,18 @@ int run_generate(const GenerateArgs& a) {
     // As transformers' apply_chat_template(messages, add_generation_prompt=True, **kwargs).
     auto vars = llm::template_vars_json(a.template_vars);
     if (!vars) return fail(vars.status());
-    if (tok->chat_template().empty()) {
-      return fail(make_error(ErrorCode::kNotSupported, "the tokenizer has no chat_template (tokenizer_config.json)"));
+    if (tok->chat_template().empty() && a.chat_template.empty()) {
+      return fail(make_error(ErrorCode::kNotSupported,
+                             "the tokenizer has no chat_template (tokenizer_config.json); give one with --chat-template "
+                             "FILE|chatml"));
     }
+    bool fallback = false;
+    auto tmpl = resolve_chat_template(a.chat_template, tok->chat_template(), &fallback);
+    if (!tmpl) return fail(tmpl.status());
     std::vector<llm::ChatMessage> messages;
     if (has_system) messages.push_back({"system", a.system});
     messages.push_back({"user", a.prompt});
-    auto r = llm::render_chat_template(tok->chat_template(), messages, /*add_generation_prompt=*/true,
+    auto r = llm::render_chat_template(*tmpl, messages, /*add_generation_prompt=*/true,
                                        tok->bos_token(), tok->eos_token(), *vars);
     if (!r) return fail(r.status());
     prompt_text = std::move(*r);

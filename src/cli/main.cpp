@@ -1,4 +1,4 @@
-// hf2pte command line: export | run | inspect | generate | tokenize. Each command is a
+// hf2pte command line: export | run | inspect | generate | tokenize | bench | serve. Each command is a
 // thin layer over a library API; errors are printed as one line
 // "hf2pte: error: <what> (<where>)" with exit code 2 (bad input) or 1 (ours).
 #include <signal.h>
@@ -387,6 +387,8 @@ int main(int argc, char** argv) {
   auto* tokenize = cli::add_tokenize_command(app, ta);
   cli::BenchArgs ba;
   auto* bench = cli::add_bench_command(app, ba);
+  cli::ServeArgs sa;
+  auto* serve = cli::add_serve_command(app, sa);
 
   try {
     app.parse(argc, argv);
@@ -403,5 +405,6 @@ int main(int argc, char** argv) {
   if (*gen) return cli::run_generate(ga);
   if (*tokenize) return cli::run_tokenize(ta);
   if (*bench) return cli::run_bench(ba);
+  if (*serve) return cli::run_serve(sa);
   return 2;
 }

@@ -1,5 +1,7 @@
 #include "llm/generator.h"
 
+#include "runtime/method.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -88,6 +90,34 @@ Result<std::vector<float>> TextGenerator::forward(const std::vector<int64_t>& id
   std::vector<float> out(size_t(logits.numel()));
   std::memcpy(out.data(), logits.bytes.data(), out.size() * sizeof(float));
   return out;
+}
+
+Result<TextGenerator::KvState> TextGenerator::new_state() const {
+  KvState state;
+  for (size_t i = 0; i < forward_->num_mutable_buffers(); ++i) {
+    const rt::MutableBufferMeta meta = forward_->mutable_buffer_meta(i);
+    HF2PTE_CHECK_OR_RETURN(meta.rebindable, kNotSupported,
+                           "mutable buffer {} ({}) shares planned memory with other values, so the program holds one "
+                           "sequence only (re-export it with --alloc-mutable-buffers false)",
+                           i, meta.name);
+    HF2PTE_CHECK_OR_RETURN(meta.nbytes <= rt::max_planned_bytes(), kOutOfRange,
+                           "mutable buffer {} ({}) needs {} bytes; more than the {} bytes allowed", i, meta.name,
+                           meta.nbytes, rt::max_planned_bytes());
+    HF2PTE_ASSIGN_OR_RETURN(rt::AlignedBuffer buf, rt::AlignedBuffer::allocate(meta.nbytes));  // zero-filled
+    state.push_back(std::move(buf));
+  }
+  return state;
+}
+
+Status TextGenerator::use_state(KvState& state) {
+  HF2PTE_CHECK_OR_RETURN(state.size() == forward_->num_mutable_buffers(), kInvalidArgument,
+                         "a KV state of {} buffers for a forward with {} mutable buffers", state.size(),
+                         forward_->num_mutable_buffers());
+  for (size_t i = 0; i < state.size(); ++i) {
+    if (state[i].size() == 0) continue;  // an empty buffer has nothing to move
+    HF2PTE_RETURN_IF_ERROR(forward_->set_mutable_buffer(i, state[i].data(), state[i].size()));
+  }
+  return Status::ok();
 }
 
 std::string GenerationStats::summary() const {

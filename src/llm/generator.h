@@ -65,6 +65,16 @@ class TextGenerator {
   /// Without a KV cache the call sees only `ids`, so `start` must be 0.
   Result<std::vector<float>> forward(const std::vector<int64_t>& ids, int64_t start);
 
+  /// The KV caches of one sequence in caller memory (one buffer per mutable
+  /// buffer of forward), zero-filled. A server keeps one per slot and switches
+  /// sequences with use_state, by pointer; kNotSupported when the program's
+  /// plan shares a cache's bytes with other values (then it cannot move).
+  using KvState = std::vector<rt::AlignedBuffer>;
+  Result<KvState> new_state() const;
+  /// Points forward's mutable buffers at `state` (from new_state of this
+  /// generator); later forward calls read and update it. The caller keeps it alive.
+  Status use_state(KvState& state);
+
   /// False for programs exported with --no-kv-cache (constant method use_kv_cache
   /// false, or a forward without the cache_position input).
   bool has_kv_cache() const { return kv_cache_; }

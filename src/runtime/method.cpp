@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -176,9 +177,48 @@ Status PlanMethod::init(const fb::ExecutionPlan& plan, const KernelRegistry& reg
     b.meta.nbytes = size_t(checked_nbytes(m.sizes, element_size(m.dtype)).value_or(0));
     b.meta.planned = t->allocation_info() != nullptr;
     b.meta.bound = b.meta.planned || b.meta.nbytes == 0;
+    b.meta.rebindable = !b.meta.planned || !shares_planned_bytes(plan, v);
     buffers_.push_back(std::move(b));
   }
   return Status::ok();
+}
+
+namespace {
+
+/// The planned byte range [begin, end) of tensor `t` in its arena, with its
+/// memory id (nullopt for unplanned or malformed tensors; parse_tensor reports those).
+struct PlannedRange {
+  uint32_t id;
+  uint64_t begin, end;
+};
+std::optional<PlannedRange> planned_range(const fb::Tensor* t) {
+  if (t == nullptr || t->allocation_info() == nullptr || t->sizes() == nullptr) return std::nullopt;
+  const int code = int(t->scalar_type());
+  if (!is_known_scalar_type(code) || element_size(ScalarType(code)) == 0) return std::nullopt;
+  if (t->sizes()->size() > size_t(kMaxTensorRank)) return std::nullopt;
+  std::vector<int64_t> dims(t->sizes()->begin(), t->sizes()->end());
+  if (std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; })) return std::nullopt;
+  const auto nbytes = checked_nbytes(dims, element_size(ScalarType(code)));
+  if (!nbytes) return std::nullopt;
+  const uint64_t offset =
+      (uint64_t(t->allocation_info()->memory_offset_high()) << 32) | t->allocation_info()->memory_offset_low();
+  uint64_t end = 0;
+  if (__builtin_add_overflow(offset, *nbytes, &end)) return std::nullopt;
+  return PlannedRange{t->allocation_info()->memory_id(), offset, end};
+}
+
+}  // namespace
+
+bool PlanMethod::shares_planned_bytes(const fb::ExecutionPlan& plan, size_t v) {
+  const auto mine = planned_range(plan.values()->Get(uint32_t(v))->val_as_Tensor());
+  if (!mine || mine->begin == mine->end) return true;  // nothing to move; refuse rather than guess
+  for (uint32_t u = 0; u < plan.values()->size(); ++u) {
+    if (u == v) continue;
+    const fb::EValue* ev = plan.values()->Get(u);
+    const auto other = planned_range(ev ? ev->val_as_Tensor() : nullptr);
+    if (other && other->id == mine->id && other->begin < mine->end && mine->begin < other->end) return true;
+  }
+  return false;
 }
 
 namespace {
@@ -189,21 +229,8 @@ namespace {
 std::vector<uint64_t> planned_reach(const fb::ExecutionPlan& plan, size_t n_ids) {
   std::vector<uint64_t> reach(n_ids, 0);
   for (const fb::EValue* v : *plan.values()) {
-    const fb::Tensor* t = v ? v->val_as_Tensor() : nullptr;
-    if (t == nullptr || t->allocation_info() == nullptr || t->sizes() == nullptr) continue;
-    const int code = int(t->scalar_type());
-    if (!is_known_scalar_type(code) || element_size(ScalarType(code)) == 0) continue;
-    if (t->sizes()->size() > size_t(kMaxTensorRank)) continue;
-    std::vector<int64_t> dims(t->sizes()->begin(), t->sizes()->end());
-    if (std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; })) continue;
-    const auto nbytes = checked_nbytes(dims, element_size(ScalarType(code)));
-    const uint32_t id = t->allocation_info()->memory_id();
-    if (!nbytes || id == 0 || id >= n_ids) continue;
-    const uint64_t offset =
-        (uint64_t(t->allocation_info()->memory_offset_high()) << 32) | t->allocation_info()->memory_offset_low();
-    uint64_t end = 0;
-    if (__builtin_add_overflow(offset, *nbytes, &end)) continue;
-    reach[id] = std::max(reach[id], end);
+    const auto r = planned_range(v ? v->val_as_Tensor() : nullptr);
+    if (r && r->id != 0 && r->id < n_ids) reach[r->id] = std::max(reach[r->id], r->end);
   }
   return reach;
 }
@@ -708,9 +735,10 @@ Status PlanMethod::set_mutable_buffer(size_t i, void* data, size_t capacity_byte
                          "mutable buffer {} is out of range; method {} has {} mutable buffers", i, name_,
                          buffers_.size());
   Buffer& b = buffers_[i];
-  if (b.meta.planned) {
+  if (!b.meta.rebindable) {
     return error_in(make_error(ErrorCode::kInvalidArgument,
-                               "mutable buffer {} ({}) is planned by the program; it cannot be bound", i, b.meta.name));
+                               "mutable buffer {} ({}) shares planned memory with other values; it cannot be bound",
+                               i, b.meta.name));
   }
   if (data == nullptr || capacity_bytes < b.meta.nbytes) {
     return error_in(make_error(ErrorCode::kInvalidArgument, "mutable buffer {} ({}) needs a buffer of {} bytes, got {}",

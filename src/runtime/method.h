@@ -117,6 +117,9 @@ class PlanMethod final : public Method {
   Status init(const executorch_flatbuffer::ExecutionPlan& plan, const KernelRegistry& registry);
   Status allocate_arenas(const executorch_flatbuffer::ExecutionPlan& plan);
   Status parse_values(const executorch_flatbuffer::ExecutionPlan& plan);
+  /// Whether planned value `v` overlaps any other planned value's bytes (an
+  /// alias the plan relies on), so it must stay where the plan put it.
+  static bool shares_planned_bytes(const executorch_flatbuffer::ExecutionPlan& plan, size_t v);
   Status parse_tensor(size_t idx, const void* fb_tensor);
   Status init_delegates(const executorch_flatbuffer::ExecutionPlan& plan);
   Status parse_instructions(const executorch_flatbuffer::ExecutionPlan& plan, const KernelRegistry& registry);

@@ -30,6 +30,9 @@ struct MutableBufferMeta {
   size_t nbytes = 0;                      ///< bytes of `sizes`: the capacity a caller must supply
   bool planned = true;                    ///< lives in a planned arena (else the caller binds it)
   bool bound = true;                      ///< has memory (planned, or bound by set_mutable_buffer)
+  /// set_mutable_buffer may point it at caller memory: unplanned, or planned
+  /// in arena bytes no other value of the method uses (so no alias is lost).
+  bool rebindable = true;
 };
 
 /// Shape/dtype of one method input or output, as planned in the file.
@@ -84,8 +87,9 @@ class Method {
   virtual MutableBufferMeta mutable_buffer_meta(size_t i) const = 0;
   /// Whether mutable buffer i lives in planned memory (false when out of range).
   virtual bool buffer_planned(size_t i) const = 0;
-  /// Binds caller memory to unplanned mutable buffer i: `capacity_bytes` >= its
-  /// nbytes, `data` aligned to its element size, kept alive by the caller for
+  /// Binds caller memory to mutable buffer i (unplanned, or planned and
+  /// `rebindable`: a server keeps one cache per sequence and switches between
+  /// them by pointer): `capacity_bytes` >= its nbytes, `data` aligned to its element size, kept alive by the caller for
   /// as long as the method executes. The contents are used as they are (the
   /// initial state) and the program updates them in place: the state lives in
   /// the caller's memory across execute() calls and may be rebound or shared.

@@ -12,13 +12,14 @@ namespace {
 using namespace test;
 
 /// forward(x f32[8]) -> out: state += x; out = state + x, with `state` a
-/// named mutable buffer f32[8] (planned at 32 when `planned`, else unplanned).
-Result<std::unique_ptr<Method>> accumulator(bool planned, const char* name = "acc.state") {
+/// named mutable buffer f32[8] (planned at 32 when `planned`, else unplanned;
+/// `out` at `out_offset`, which overlaps the state's bytes below 64).
+Result<std::unique_ptr<Method>> accumulator(bool planned, const char* name = "acc.state", int out_offset = 64) {
   PlanBuilder b("forward");
   b.arena(96);
   int x = b.tensor(efb::ScalarType::FLOAT, {8}, 1, 0);
   int state = b.tensor(efb::ScalarType::FLOAT, {8}, planned ? 1 : 0, 32);
-  int out = b.tensor(efb::ScalarType::FLOAT, {8}, 1, 64);
+  int out = b.tensor(efb::ScalarType::FLOAT, {8}, 1, out_offset);
   b.tensor_at(state).extra_tensor_info = std::make_unique<efb::ExtraTensorInfoT>();
   b.tensor_at(state).extra_tensor_info->fully_qualified_name = name;
   int one = b.int_value(1);
@@ -46,6 +47,7 @@ TEST(MutableBufferTest, MetadataOfPlannedAndUnplanned) {
     EXPECT_EQ(meta.nbytes, 32u);
     EXPECT_EQ(meta.planned, planned);
     EXPECT_EQ(meta.bound, planned);
+    EXPECT_TRUE(meta.rebindable);
     EXPECT_FALSE((*m)->buffer_planned(1));
     EXPECT_EQ((*m)->mutable_buffer_meta(1).name, "");
   }
@@ -75,10 +77,31 @@ TEST(MutableBufferTest, BadBindingsAreRefused) {
   EXPECT_EQ((*m)->set_mutable_buffer(1, mem, 32).message(),
             "mutable buffer 1 is out of range; method forward has 1 mutable buffers");
   EXPECT_FALSE((*m)->mutable_buffer_meta(0).bound);
-  auto planned = accumulator(true);
-  ASSERT_TRUE(planned.is_ok()) << planned.status().message();
-  EXPECT_EQ((*planned)->set_mutable_buffer(0, mem, 32).message(),
-            "mutable buffer 0 (acc.state) is planned by the program; it cannot be bound (method forward)");
+  // A planned buffer whose bytes another value shares keeps its place.
+  auto aliased = accumulator(true, "acc.state", 48);
+  ASSERT_TRUE(aliased.is_ok()) << aliased.status().message();
+  EXPECT_FALSE((*aliased)->mutable_buffer_meta(0).rebindable);
+  EXPECT_EQ((*aliased)->set_mutable_buffer(0, mem, 32).message(),
+            "mutable buffer 0 (acc.state) shares planned memory with other values; it cannot be bound (method forward)");
+}
+
+TEST(MutableBufferTest, PlannedBufferMovesToCallerMemory) {
+  // One cache per sequence, switched by pointer (hf2pte serve's slots).
+  auto m = accumulator(true);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_TRUE((*m)->mutable_buffer_meta(0).rebindable);
+  ASSERT_TRUE((*m)->set_input(0, ones(ScalarType::kFloat, {8})).is_ok());
+  ASSERT_TRUE((*m)->execute().is_ok());  // the planned state: 0 -> 1
+  float a[8] = {5, 5, 5, 5, 5, 5, 5, 5}, b[8] = {};
+  ASSERT_TRUE((*m)->set_mutable_buffer(0, a, sizeof a).is_ok());
+  ASSERT_TRUE((*m)->execute().is_ok());
+  ASSERT_TRUE((*m)->set_mutable_buffer(0, b, sizeof b).is_ok());
+  ASSERT_TRUE((*m)->execute().is_ok());
+  auto out = (*m)->output_tensor(0);
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  EXPECT_EQ(floats(*out)[0], 2.0f);  // b: 0 -> 1, out = 1 + 1
+  EXPECT_EQ(a[0], 6.0f);
+  EXPECT_EQ(b[0], 1.0f);
 }
 
 TEST(MutableBufferTest, StateLivesInCallerMemoryAcrossCallsAndMethods) {
