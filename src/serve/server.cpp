@@ -1,6 +1,7 @@
 #include "serve/server.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -185,7 +186,7 @@ void Server::stream_job(Response& res, std::shared_ptr<Job> job, ResponseHead he
       std::string text = job->take_text(engine_.poll_interval(), &done);
       if (!sink.is_writable()) {
         job->cancel();
-        t_log_detail = "client disconnected";
+        t_log_detail = fmt::format("client disconnected after {} completion tokens", job->timings().completion_tokens);
         return false;
       }
       if (stream && (!text.empty() || first)) {
@@ -314,6 +315,14 @@ int Server::run() {
   http_.set_keep_alive_timeout(1);
   const int threads = opt_.http_threads;
   http_.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  // httplib 0.11 listens with a backlog of 5: a burst of clients (32 at once
+  // in the load test) would see SYNs dropped and retried a second later. The
+  // socket-options hook sees the listening socket; listen() again raises it.
+  int listen_fd = -1;
+  http_.set_socket_options([&listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = sock;
+  });
   int port = opt_.port;
   if (port == 0) {
     port = http_.bind_to_any_port(opt_.host);
@@ -325,6 +334,7 @@ int Server::run() {
     std::fprintf(stderr, "hf2pte: error: cannot listen on %s:%d (--host, --port)\n", opt_.host.c_str(), opt_.port);
     return 2;
   }
+  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
   std::fprintf(stderr, "hf2pte: serve: listening on http://%s:%d (model '%s')\n", opt_.host.c_str(), port,
                opt_.model.c_str());
   // Shutdown: a thread waits for the signal handlers' bytes ('Q' from us: stop waiting).
