@@ -34,3 +34,5 @@ run_fuzzer fuzz_npy "$(corpus npy tests/data/fixtures/llama-mha/*.npy)"
 run_fuzzer fuzz_xnnpack "$(corpus xnnpack tests/data/conformance/{add,dynamic,quantized}.pte)"
 run_fuzzer fuzz_tokenizer "$(corpus tokenizer models/stories260K/tokenizer.json fuzz/seeds/tokenizer/*.json)"
 run_fuzzer fuzz_chat_template "$(corpus chat_template fuzz/seeds/chat_template/*.jinja)"
+# hf2pte serve's request bodies (both endpoints) and its stop-string matcher.
+run_fuzzer fuzz_openai_request "$(corpus openai fuzz/seeds/openai/*.json)"
