@@ -273,6 +273,22 @@ async function e2e() {
   });
   k.proc.kill('SIGINT');
   await check('SIGINT exits 0', async () => assert.equal((await k.exited).code, 0));
+
+  const q = await startServer(['--slots', '1', '--max-queue', '0']);
+  await check('every slot busy and no queue left -> 503 with Retry-After', async () => {
+    const stream = await client(q.url).completions.create({ model: 'stories260K', prompt: cmplPrompt, max_tokens: 400, temperature: 0, stream: true });
+    let refused = null;
+    const r = await streamText(stream, () => {
+      if (refused === null) refused = curl(`${q.url}/v1/completions`, { body: JSON.stringify({ prompt: 'Hi', max_tokens: 2 }) });
+    });
+    assertApiError(refused, 503, { code: 'server_busy', type: 'server_error' });
+    assert.match(refused.head, /Retry-After: 1/i);
+    assert.ok(r.text.length > 0);
+    const after = await client(q.url).completions.create({ model: 'stories260K', prompt: cmplPrompt, max_tokens: N, temperature: 0 });
+    assert.equal(after.choices[0].text, cmplWant);
+  });
+  q.proc.kill('SIGTERM');
+  await q.exited;
 }
 
 const prompts = ['Once upon a time', 'The cat', 'Lily and Tom went', 'One day, a little', 'The sun was',
