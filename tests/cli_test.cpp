@@ -401,5 +401,21 @@ TEST(Cli, MixedRecipeFallsBackToPerChannelWhereTheGroupDoesNotDivide) {
   EXPECT_NE(i.out.find("qbint4"), std::string::npos);
 }
 
+// hf2pte serve refuses what it cannot serve with one line, before listening.
+TEST(Cli, ServeRefusesBadInputWithOneLine) {
+  auto dir = test::temp_dir("serve-cli");
+  expect_one_line_error(run_cli("serve " + dir + "/missing.pte", dir), "missing.pte");
+  const std::string stories = test::repo_path("models/stories260K");
+  ASSERT_EQ(run_cli("export " + stories + " -o " + dir + "/m.pte --quiet", dir).exit_code, 0);
+  expect_one_line_error(run_cli("serve " + dir + "/m.pte --slots 0", dir), "--slots");
+  expect_one_line_error(run_cli("serve " + dir + "/m.pte --max-queue -1", dir), "--max-queue");
+  expect_one_line_error(run_cli("serve " + dir + "/m.pte --host 256.1.1.1 --port 0", dir), "cannot listen on 256.1.1.1");
+  expect_one_line_error(run_cli("serve " + dir + "/m.pte --chat-template " + dir + "/none.jinja", dir), "--chat-template");
+  ASSERT_EQ(run_cli("export " + stories + " -o " + dir + "/nokv.pte --no-kv-cache --quiet", dir).exit_code, 0);
+  expect_one_line_error(run_cli("serve " + dir + "/nokv.pte", dir), "no KV cache");
+  ASSERT_EQ(run_cli("export " + test::repo_path("tests/data/fixtures/bert") + " -o " + dir + "/bert.pte --quiet", dir).exit_code, 0);
+  expect_one_line_error(run_cli("serve " + dir + "/bert.pte", dir), "encoder");
+}
+
 }  // namespace
 }  // namespace hf2pte

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/status.h"
+#include "runtime/program.h"
 
 namespace hf2pte::cli {
 
@@ -19,6 +20,9 @@ inline constexpr const char* kHugePagesHelp =
     "(default: read them in place from the file)";
 void apply_huge_pages(bool on);
 
+/// kInvalidArgument naming `command` when `program` is an encoder (constant
+/// method is_encoder true): generate and serve need next-token logits.
+Status refuse_encoder(const rt::Program& program, const char* command, const std::string& path);
 /// Prints `st` as the one-line CLI error and returns its exit code (2 input, 1 ours).
 int fail(const Status& st);
 

@@ -62,6 +62,20 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a) {
   return gen;
 }
 
+Status refuse_encoder(const rt::Program& program, const char* command, const std::string& path) {
+  // Encoder programs (docs/llm-contract.md, "Encoder programs") have no next-token logits.
+  auto names = program.method_names();
+  if (std::find(names.begin(), names.end(), "is_encoder") == names.end()) return Status::ok();
+  auto m = program.load_method("is_encoder", portable_registry());
+  if (m && (*m)->execute() && (*m)->num_outputs() > 0 && (*m)->output(0).is_bool() && (*m)->output(0).i != 0) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "this program is an encoder (forward(input_ids, attention_mask) -> hidden states), not a causal "
+                      "LM; {} cannot run it, use hf2pte run ({})",
+                      command, path);
+  }
+  return Status::ok();
+}
+
 void apply_huge_pages(bool on) {
   if (on) xnn::set_weight_placement(xnn::WeightPlacement::kHugePages);
 }
@@ -139,16 +153,7 @@ int run_generate(const GenerateArgs& a) {
 
   auto program = rt::Program::load(a.pte);
   if (!program) return fail(program.status());
-  // Encoder programs (docs/llm-contract.md, "Encoder programs") have no next-token logits.
-  if (auto names = (*program)->method_names(); std::find(names.begin(), names.end(), "is_encoder") != names.end()) {
-    auto m = (*program)->load_method("is_encoder", portable_registry());
-    if (m && (*m)->execute() && (*m)->num_outputs() > 0 && (*m)->output(0).is_bool() && (*m)->output(0).i != 0) {
-      return fail(make_error(ErrorCode::kInvalidArgument,
-                             "this program is an encoder (forward(input_ids, attention_mask) -> hidden states), not a "
-                             "causal LM; generate cannot run it, use hf2pte run ({})",
-                             a.pte));
-    }
-  }
+  if (auto st = refuse_encoder(**program, "generate", a.pte); !st) return fail(st);
   if (a.threads > 0) kernels::set_kernel_threads(a.threads);
   auto gen = llm::TextGenerator::create(*program, optimized_registry());
   if (!gen) return fail(gen.status());

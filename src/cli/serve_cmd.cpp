@@ -55,17 +55,15 @@ int run_serve(const ServeArgs& a) {
   }
   if (auto st = serve::install_shutdown_handlers(); !st) return fail(st);
   apply_huge_pages(a.huge_pages);
+  // The program first: a wrong path or an unservable program is the error to report.
+  auto program = rt::Program::load(a.pte);
+  if (!program) return fail(program.status());
+  if (auto st = refuse_encoder(**program, "serve", a.pte); !st) return fail(st);
   auto tok = llm::Tokenizer::load(a.tokenizer.empty() ? a.pte : a.tokenizer);
   if (!tok) return fail(tok.status());
   bool fallback = false;
   auto tmpl = resolve_chat_template(a.chat_template, (*tok)->chat_template(), &fallback);
   if (!tmpl) return fail(tmpl.status());
-  if (fallback) {
-    std::fprintf(stderr, "hf2pte: warning: the tokenizer has no chat_template; /v1/chat/completions uses ChatML "
-                         "(--chat-template FILE to choose)\n");
-  }
-  auto program = rt::Program::load(a.pte);
-  if (!program) return fail(program.status());
   if (a.threads > 0) kernels::set_kernel_threads(a.threads);
   std::shared_ptr<const llm::Tokenizer> shared_tok = std::move(*tok);
   serve::EngineOptions eo;
@@ -81,6 +79,10 @@ int run_serve(const ServeArgs& a) {
   so.model = a.model_name.empty() ? std::filesystem::path(a.pte).stem().string() : a.model_name;
   so.chat_template = std::move(*tmpl);
   so.max_body_bytes = a.max_body_bytes;
+  if (fallback) {
+    so.warnings.push_back("the tokenizer has no chat_template; /v1/chat/completions uses ChatML (--chat-template FILE "
+                          "to choose)");
+  }
   // A connection per slot and per queued request, and a few for /health,
   // /metrics and the quick refusals (503) beyond the queue.
   so.http_threads = a.slots + a.max_queue + 8;

@@ -335,6 +335,7 @@ int Server::run() {
     return 2;
   }
   if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
+  for (const auto& w : opt_.warnings) std::fprintf(stderr, "hf2pte: warning: %s\n", w.c_str());
   std::fprintf(stderr, "hf2pte: serve: listening on http://%s:%d (model '%s')\n", opt_.host.c_str(), port,
                opt_.model.c_str());
   // Shutdown: a thread waits for the signal handlers' bytes ('Q' from us: stop waiting).

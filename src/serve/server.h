@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "llm/tokenizer/tokenizer.h"
@@ -21,6 +22,8 @@ struct ServerOptions {
   std::string chat_template;  ///< Jinja text for /v1/chat/completions
   size_t max_body_bytes = size_t(1) << 20;
   int http_threads = 16;      ///< connections served at once (the CLI sizes it from slots and queue)
+  /// Warnings to print once the socket is bound (so a failed start stays one error line).
+  std::vector<std::string> warnings;
 };
 
 /// The ChatML template used when a program's tokenizer has none (documented
