@@ -61,9 +61,9 @@ TEST(Cli, MissingConfigField) {
 TEST(Cli, UnsupportedModelTypeListsSupportedOnes) {
   auto dir = test::temp_dir("t");
   auto model = copy_fixture("llama-mha", dir);
-  rewrite_config(model, "\"model_type\": \"llama\"", "\"model_type\": \"mamba\"");
+  rewrite_config(model, "\"model_type\": \"llama\"", "\"model_type\": \"rwkv\"");
   auto r = run_cli("export " + model + " -o " + dir + "/m.pte", dir);
-  expect_one_line_error(r, "unsupported model_type 'mamba'; supported: llama, mistral, qwen2, phi3");
+  expect_one_line_error(r, "unsupported model_type 'rwkv'; supported: llama, mistral, qwen2, phi3");
   EXPECT_FALSE(fs::exists(dir + "/m.pte"));
 }
 

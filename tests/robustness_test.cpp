@@ -569,7 +569,7 @@ TEST(RobustnessCheckpoint, ConfigJson) {
         rewrite_config(m, "\"num_attention_heads\": 4", "\"num_attention_heads\": 5");
       },
       "");  // 64 is not divisible by 5 heads
-  expect_config_refused("\"model_type\": \"llama\"", "\"model_type\": \"mamba\"", "supported: llama");
+  expect_config_refused("\"model_type\": \"llama\"", "\"model_type\": \"rwkv\"", "supported: llama");
   expect_config_refused("\"vocab_size\": 320", "\"vocab_size\": 300", "expected [300, 64], got [320, 64]");
   expect_export_refused([](const std::string& m) { std::ofstream(m + "/config.json") << "{\"model_type\": "; },
                         "config.json");

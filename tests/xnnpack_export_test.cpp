@@ -181,7 +181,8 @@ INSTANTIATE_TEST_SUITE_P(Llama, XnnpackExportFp16Weights,
 INSTANTIATE_TEST_SUITE_P(Fixtures, XnnpackExport,
                          ::testing::Values("llama-mha", "llama-gqa", "llama-gqa-tied-bf16", "mistral", "qwen2", "phi3",
                                            "llama3-rope", "qwen3", "gemma", "olmo2", "gemma2", "gemma3", "phi",
-                                           "gpt_neox", "mixtral", "qwen3_moe", "gpt2", "gpt2-hubstyle"),
+                                           "gpt_neox", "mixtral", "qwen3_moe", "gpt2", "gpt2-hubstyle", "gpt_oss",
+                                           "deepseek_v3", "mamba"),
                          case_name);
 
 }  // namespace

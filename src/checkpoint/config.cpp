@@ -123,6 +123,9 @@ struct FamilyDefaults {
   std::string_view qkv_bias_key = "";  // StableLM "use_qkv_bias" (default false): q/k/v biases
   std::string_view use_bias_key = "";  // Starcoder2 "use_bias" (default true): every linear but lm_head
   int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE
+  std::optional<double> swiglu_limit = std::nullopt;  // gpt-oss
+  std::string_view default_rope_scaling = "";  // the class's rope_scaling when the key is absent (JSON)
+  bool deepseek_keys = false;  // MLA ranks, grouped routing, n_routed_experts, first_k_dense_replace
 };
 
 struct Defaults {
@@ -178,6 +181,14 @@ const Defaults kDefaults[] = {
     {"qwen2_moe", 16, 32768, 1e-6, kNone, kNone, kNone, SlidingRule::kQwen2, 4096, kNone, {.num_experts = 60,
      .num_experts_per_tok = 4, .norm_topk_prob = false, .moe_intermediate_size = 1408,
      .shared_expert_intermediate_size = 5632}},
+    // GptOssConfig (transformers 4.55.0): even layers slide over 128; the yarn dict is its default.
+    {"gpt_oss", 8, 131072, 1e-5, kNone, kNone, kNone, SlidingRule::kEvenLayers, 128, kNone, {.head_dim = 64,
+     .rope_theta = 150000.0, .attention_bias = true, .num_experts = 128, .num_experts_per_tok = 4,
+     .swiglu_limit = 7.0, .default_rope_scaling = R"({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+     "beta_slow": 1.0, "truncate": false, "original_max_position_embeddings": 4096})"}},
+    // DeepseekV3Config (4.55.0): 128 heads (no GQA), 256 routed experts in 8 groups, top-4 groups, top-8.
+    {"deepseek_v3", 128, 4096, 1e-6, 0, 1, kNone, SlidingRule::kNever, kNone, kNone, {.num_experts = 256,
+     .num_experts_per_tok = 8, .moe_intermediate_size = 2048, .deepseek_keys = true}},
 };
 
 const Defaults* find_defaults(std::string_view model_type) {
@@ -254,6 +265,13 @@ Status parse_rope(const json& config, const Defaults& d, const std::string& wher
     out->rope_local_base_freq = local;
   }
   out->rope_scaling = json();  // null
+  json class_default;
+  if (rope == nullptr && !config.contains("rope_scaling") && !config.contains("rope_parameters") &&
+      !d.family.default_rope_scaling.empty()) {
+    class_default = json::parse(d.family.default_rope_scaling);
+    rope = &class_default;
+    rope_key = "rope_scaling";
+  }
   if (rope != nullptr) {
     if (rope->contains("rope_theta")) {
       auto v = get_double(*rope, "rope_theta", where);
@@ -425,6 +443,59 @@ Status parse_newer_family_keys(const json& config, const Defaults& d, const std:
   return Status::ok();
 }
 
+// DeepSeek-V3: latent attention ranks and grouped routing (DeepseekV3Config
+// 4.55.0 defaults: q_lora_rank 1536, kv_lora_rank 512, qk_nope 128, qk_rope 64,
+// v 128, n_group 8, topk_group 4, routed_scaling_factor 2.5, 1 shared expert,
+// first_k_dense_replace 3, rope_interleave true).
+Status parse_deepseek_keys(const json& config, const std::string& where, LlamaFamilyConfig* c) {
+  LlamaFamilyConfig::LatentAttention m;
+  if (config.contains("q_lora_rank")) {
+    HF2PTE_ASSIGN_OR_RETURN(auto q, get_optional_int(config, "q_lora_rank", where));
+    m.q_lora_rank = q.value_or(0);  // null: plain q_proj
+  } else {
+    m.q_lora_rank = 1536;
+  }
+  HF2PTE_ASSIGN_OR_RETURN(m.kv_lora_rank, get_int_or(config, "kv_lora_rank", 512, where));
+  HF2PTE_ASSIGN_OR_RETURN(m.qk_nope_head_dim, get_int_or(config, "qk_nope_head_dim", 128, where));
+  HF2PTE_ASSIGN_OR_RETURN(m.qk_rope_head_dim, get_int_or(config, "qk_rope_head_dim", 64, where));
+  HF2PTE_ASSIGN_OR_RETURN(m.v_head_dim, get_int_or(config, "v_head_dim", 128, where));
+  HF2PTE_ASSIGN_OR_RETURN(m.rope_interleave, get_bool_or(config, "rope_interleave", true, where));
+  for (auto [key, v] : {std::pair{"kv_lora_rank", m.kv_lora_rank}, std::pair{"qk_nope_head_dim", m.qk_nope_head_dim},
+                        std::pair{"qk_rope_head_dim", m.qk_rope_head_dim}, std::pair{"v_head_dim", m.v_head_dim}}) {
+    HF2PTE_RETURN_IF_ERROR(must_be_positive(key, v, where));
+  }
+  if (m.q_lora_rank != 0) HF2PTE_RETURN_IF_ERROR(must_be_positive("q_lora_rank", m.q_lora_rank, where));
+  HF2PTE_CHECK_OR_RETURN(m.qk_rope_head_dim % 2 == 0, kInvalidInput,
+                         "{}: field 'qk_rope_head_dim' must be even for rotary embeddings; got {} ({})",
+                         json_label(where), m.qk_rope_head_dim, where);
+  c->mla = m;
+  // HF's head_dim is the rope width; the builder reads the MLA fields instead.
+  c->head_dim = m.qk_rope_head_dim;
+  HF2PTE_ASSIGN_OR_RETURN(c->num_experts, get_int_or(config, "n_routed_experts", 256, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->n_group, get_int_or(config, "n_group", 8, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->topk_group, get_int_or(config, "topk_group", 4, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->routed_scaling_factor, get_double_or(config, "routed_scaling_factor", 2.5, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->n_shared_experts, get_int_or(config, "n_shared_experts", 1, where));
+  HF2PTE_ASSIGN_OR_RETURN(c->first_k_dense_replace, get_int_or(config, "first_k_dense_replace", 3, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive("n_routed_experts", c->num_experts, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive("n_group", c->n_group, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive_finite("routed_scaling_factor", c->routed_scaling_factor, where));
+  HF2PTE_CHECK_OR_RETURN(c->num_experts % c->n_group == 0, kInvalidInput,
+                         "{}: n_routed_experts must be a multiple of n_group; expected a multiple of {}, got {} ({})",
+                         json_label(where), c->n_group, c->num_experts, where);
+  const int64_t per_group = c->num_experts / c->n_group;
+  HF2PTE_CHECK_OR_RETURN(c->topk_group >= 1 && c->topk_group <= c->n_group, kInvalidInput,
+                         "{}: field 'topk_group' out of range; expected 1..{}, got {} ({})", json_label(where),
+                         c->n_group, c->topk_group, where);
+  HF2PTE_CHECK_OR_RETURN(per_group >= 2, kInvalidInput,
+                         "{}: a group needs at least 2 experts (its score is the sum of its best two); got {} ({})",
+                         json_label(where), per_group, where);
+  HF2PTE_CHECK_OR_RETURN(c->n_shared_experts >= 0 && c->first_k_dense_replace >= 0, kInvalidInput,
+                         "{}: n_shared_experts and first_k_dense_replace must be >= 0; got {} and {} ({})",
+                         json_label(where), c->n_shared_experts, c->first_k_dense_replace, where);
+  return Status::ok();
+}
+
 // The keys of the newer families: activation spelling, Gemma attention
 // scaling and soft-capping, Phi / GPT-NeoX switches, mixture of experts.
 Status parse_family_keys(const json& config, const Defaults& d, const std::string& where, LlamaFamilyConfig* c) {
@@ -466,6 +537,12 @@ Status parse_family_keys(const json& config, const Defaults& d, const std::strin
                           get_int_or(config, "shared_expert_intermediate_size",
                                      d.family.shared_expert_intermediate_size, where));
   HF2PTE_RETURN_IF_ERROR(parse_newer_family_keys(config, d, where, c));
+  if (d.family.swiglu_limit) {
+    HF2PTE_ASSIGN_OR_RETURN(double limit, get_double_or(config, "swiglu_limit", *d.family.swiglu_limit, where));
+    HF2PTE_RETURN_IF_ERROR(must_be_positive_finite("swiglu_limit", limit, where));
+    c->swiglu_limit = limit;
+  }
+  if (d.family.deepseek_keys) HF2PTE_RETURN_IF_ERROR(parse_deepseek_keys(config, where, c));
   if (c->num_experts > 0) {
     HF2PTE_CHECK_OR_RETURN(c->num_experts_per_tok > 0 && c->num_experts_per_tok <= c->num_experts, kInvalidInput,
                            "{}: field 'num_experts_per_tok' out of range; expected 1..{}, got {} ({})",
@@ -595,6 +672,57 @@ Result<LlamaFamilyConfig> parse_llama_family_config(const json& config, const st
 
 Result<LlamaFamilyConfig> parse_llama_family_config(const Checkpoint& checkpoint) {
   return parse_llama_family_config(checkpoint.config(), checkpoint.config_path());
+}
+
+// ---- Mamba --------------------------------------------------------------------
+
+Result<MambaConfig> parse_mamba_config(const json& config, const std::string& where) {
+  HF2PTE_CHECK_OR_RETURN(config.is_object(), kInvalidInput, "{}: expected a JSON object, got {} ({})",
+                         json_label(where), json_type_name(config), where);
+  MambaConfig c;
+  HF2PTE_ASSIGN_OR_RETURN(c.hidden_size, get_int_or(config, "hidden_size", 768, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive("hidden_size", c.hidden_size, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.state_size, get_int_or(config, "state_size", 16, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive("state_size", c.state_size, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.num_hidden_layers, get_int_or(config, "num_hidden_layers", 32, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive("num_hidden_layers", c.num_hidden_layers, where));
+  HF2PTE_RETURN_IF_ERROR(layer_count_in_range("num_hidden_layers", c.num_hidden_layers, where));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t expand, get_int_or(config, "expand", 2, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive("expand", expand, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.intermediate_size, get_int_or(config, "intermediate_size", expand * c.hidden_size, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive("intermediate_size", c.intermediate_size, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.conv_kernel, get_int_or(config, "conv_kernel", 4, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive("conv_kernel", c.conv_kernel, where));
+  HF2PTE_CHECK_OR_RETURN(c.conv_kernel <= 64, kInvalidInput, "{}: field 'conv_kernel' too large; expected <= 64, got {} ({})",
+                         json_label(where), c.conv_kernel, where);
+  auto rank = config.find("time_step_rank");
+  if (rank == config.end() || (rank->is_string() && rank->get<std::string>() == "auto")) {
+    c.time_step_rank = (c.hidden_size + 15) / 16;  // MambaConfig: math.ceil(hidden_size / 16)
+  } else {
+    HF2PTE_ASSIGN_OR_RETURN(c.time_step_rank, get_int_or(config, "time_step_rank", 0, where));
+    HF2PTE_RETURN_IF_ERROR(must_be_positive("time_step_rank", c.time_step_rank, where));
+  }
+  HF2PTE_ASSIGN_OR_RETURN(c.vocab_size, get_int_or(config, "vocab_size", 50280, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive("vocab_size", c.vocab_size, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.layer_norm_epsilon, get_double_or(config, "layer_norm_epsilon", 1e-5, where));
+  HF2PTE_RETURN_IF_ERROR(must_be_positive_finite("layer_norm_epsilon", c.layer_norm_epsilon, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.use_bias, get_bool_or(config, "use_bias", false, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.use_conv_bias, get_bool_or(config, "use_conv_bias", true, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.tie_word_embeddings, get_bool_or(config, "tie_word_embeddings", true, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.hidden_act, get_string_or(config, "hidden_act", "silu", where));
+  HF2PTE_CHECK_OR_RETURN(c.hidden_act == "silu", kNotSupported,
+                         "{}: activation '{}' is not supported for mamba; expected silu ({})", json_label(where),
+                         c.hidden_act, where);
+  HF2PTE_ASSIGN_OR_RETURN(c.bos_token_id, token_id(config, "bos_token_id", 0, where));
+  if (config.contains("eos_token_id")) {
+    HF2PTE_ASSIGN_OR_RETURN(auto eos, get_optional_int_list(config, "eos_token_id", where));
+    c.eos_token_ids = eos.value_or(std::vector<int64_t>{});
+  } else {
+    c.eos_token_ids = {0};
+  }
+  HF2PTE_ASSIGN_OR_RETURN(std::optional<std::string> dtype, get_optional_string(config, "torch_dtype", where));
+  c.torch_dtype = dtype.value_or("");
+  return c;
 }
 
 // ---- encoders (bert, roberta, xlm-roberta, distilbert) ----------------------

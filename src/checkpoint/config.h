@@ -100,6 +100,28 @@ struct LlamaFamilyConfig {
   /// / partial_rotary_factor only). Anything else is kept verbatim: the
   /// builder decides which scalings it supports.
   nlohmann::json rope_scaling;
+  /// gpt-oss: the experts' gate is clamped from above and the linear half to
+  /// [-limit, limit] ("swiglu_limit"); nullopt for every other family.
+  std::optional<double> swiglu_limit;
+  /// DeepSeek-V3 multi-head latent attention; nullopt: standard attention.
+  struct LatentAttention {
+    int64_t q_lora_rank = 0;  ///< 0: a plain q_proj (V2-Lite)
+    int64_t kv_lora_rank = 0;
+    int64_t qk_nope_head_dim = 0;
+    int64_t qk_rope_head_dim = 0;
+    int64_t v_head_dim = 0;
+    bool rope_interleave = true;  ///< the rope dims rotate in pairs (2j, 2j + 1)
+  };
+  std::optional<LatentAttention> mla;
+  /// DeepSeek-V3 routing: experts in n_group groups, the topk_group best groups
+  /// (by the sum of their two best scores) are eligible; the weights are scaled
+  /// by routed_scaling_factor; n_shared_experts shared experts; layers below
+  /// first_k_dense_replace are dense.
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  double routed_scaling_factor = 1.0;
+  int64_t n_shared_experts = 0;
+  int64_t first_k_dense_replace = 0;
 };
 
 /// Parses `config` (config.json's content). `where` is its path, used in
@@ -121,6 +143,31 @@ bool is_llama_family_model_type(std::string_view model_type);
 
 /// "full_attention" / "sliding_attention".
 std::string_view attention_kind_name(AttentionKind kind);
+
+/// Hyper-parameters of a Mamba (v1) checkpoint, MambaConfig's defaults applied
+/// (transformers 4.55.0: hidden 768, state 16, 32 layers, expand 2, conv 4,
+/// time_step_rank "auto" = ceil(hidden / 16), eps 1e-5, no linear biases, conv
+/// bias, vocab 50280, tied head, bos = eos = pad = 0).
+struct MambaConfig {
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;  ///< "intermediate_size", else expand * hidden_size
+  int64_t state_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t conv_kernel = 0;
+  int64_t time_step_rank = 0;
+  int64_t vocab_size = 0;
+  double layer_norm_epsilon = 0;
+  bool use_bias = false;       ///< in_proj / out_proj biases
+  bool use_conv_bias = true;
+  bool tie_word_embeddings = true;
+  std::string hidden_act;      ///< only "silu" is supported
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;
+  std::string torch_dtype;
+};
+
+/// Parses a Mamba config.json (errors as parse_llama_family_config).
+Result<MambaConfig> parse_mamba_config(const nlohmann::json& config, const std::string& where);
 
 /// Hyper-parameters of a BERT-style encoder (bert, roberta, xlm-roberta,
 /// distilbert), defaults of the transformers config class applied.

@@ -29,34 +29,61 @@ void store_element(uint8_t* p, ScalarType t, float f) {
   }
 }
 
+std::string picks_text(const std::vector<int64_t>& v) {
+  if (v.empty()) return "";
+  std::string s = fmt::format("{}", v[0]);
+  for (size_t i = 1; i < v.size() && i < 4; ++i) s += fmt::format(",{}", v[i]);
+  return v.size() > 4 ? s + fmt::format(",...({})", v.size()) : s;
+}
+
 }  // namespace
 
 ConstantData make_constant(const ConstantRecipe& r) {
   ConstantData c;
   c.dtype = r.dtype;
-  int64_t rows = r.source.shape.empty() ? 1 : r.source.shape[0];
-  int64_t row_begin = r.row_begin;
-  int64_t row_end = r.row_end < 0 ? rows : r.row_end;
-  int64_t cols = 1;  // elements per row
-  for (size_t i = 1; i < r.source.shape.size(); ++i) cols *= r.source.shape[i];
-  int64_t nrows = row_end - row_begin;
-  if (r.source.shape.empty()) {
+  int64_t numel = 1;
+  for (int64_t d : r.source.shape) numel *= d;
+  // The 2-D view: rows of `cols` elements.
+  int64_t cols = r.row_width;
+  if (cols <= 0) {
+    cols = 1;
+    for (size_t i = 1; i < r.source.shape.size(); ++i) cols *= r.source.shape[i];
+  }
+  const int64_t rows = cols == 0 ? 0 : (r.source.shape.empty() ? 1 : numel / cols);
+  const int64_t row_begin = r.row_begin;
+  const int64_t row_end = r.row_end < 0 ? rows : r.row_end;
+  const int64_t nrows = r.rows.empty() ? row_end - row_begin : int64_t(r.rows.size());
+  const int64_t ncols = r.cols.empty() ? cols : int64_t(r.cols.size());
+  const bool picked = r.row_width > 0 || !r.rows.empty() || !r.cols.empty();
+  if (!r.sizes.empty()) {
+    c.sizes = r.sizes;
+  } else if (r.source.shape.empty()) {
     c.sizes = {};
   } else if (r.transpose) {
-    c.sizes = {cols, nrows};
+    c.sizes = {ncols, nrows};
+  } else if (picked) {
+    c.sizes = {nrows, ncols};
   } else {
     c.sizes = r.source.shape;
     c.sizes[0] = nrows;
   }
   c.origin = r.source.name;
   c.source_dtype = r.source.dtype;
+  if (r.row_width > 0) c.origin += fmt::format(".view(-1,{})", r.row_width);
   if (r.row_begin != 0 || r.row_end >= 0) c.origin += fmt::format("[{}:{}]", row_begin, row_end);
+  if (!r.rows.empty()) c.origin += fmt::format(".rows[{}]", picks_text(r.rows));
+  if (!r.cols.empty()) c.origin += fmt::format(".cols[{}]", picks_text(r.cols));
   if (r.transpose) c.origin += ".T";
   if (r.dtype != r.source.dtype) c.origin += fmt::format(" as {}", scalar_type_name(r.dtype));
-  c.dedup_key = fmt::format("{}:{}:{}:{}:{}", static_cast<const void*>(r.source.bytes.data()), row_begin, row_end,
-                            r.transpose, int(r.dtype));
+  // Picks are part of the identity: the full lists, not the abbreviated origin text.
+  std::string picks;
+  for (int64_t i : r.rows) picks += fmt::format("{},", i);
+  picks += "|";
+  for (int64_t i : r.cols) picks += fmt::format("{},", i);
+  c.dedup_key = fmt::format("{}:{}:{}:{}:{}:{}:{}", static_cast<const void*>(r.source.bytes.data()), r.row_width,
+                            row_begin, row_end, picks, r.transpose, int(r.dtype));
 
-  if (c.sizes.size() == 2) {
+  if (c.sizes.size() == 2 && r.sizes.empty()) {
     ConstantRecipe t = r;
     t.transpose = !r.transpose;
     c.transposed = [t] { return make_constant(t); };
@@ -69,24 +96,30 @@ ConstantData make_constant(const ConstantRecipe& r) {
   const size_t in_size = element_size(r.source.dtype);
   const size_t out_size = element_size(r.dtype);
   TensorSource src = r.source;
-  bool transpose = r.transpose;
-  ScalarType dst = r.dtype;
+  const bool transpose = r.transpose;
+  const ScalarType dst = r.dtype;
+  const std::vector<int64_t> row_pick = r.rows, col_pick = r.cols;
   c.write = [=](const ConstantData::Sink& sink) -> Status {
     const uint8_t* base = src.bytes.data() + size_t(row_begin) * size_t(cols) * in_size;
-    const size_t src_bytes = size_t(nrows) * size_t(cols) * in_size;
+    const size_t block_bytes = size_t(row_end - row_begin) * size_t(cols) * in_size;
     constexpr size_t kChunkBytes = 1 << 20;
-    if (!transpose && src.dtype == dst) {
-      // Straight from the mapping, releasing pages behind us to keep RSS flat.
-      constexpr size_t kCopyChunk = 16u << 20;
-      for (size_t off = 0; off < src_bytes; off += kCopyChunk) {
-        size_t n = std::min(kCopyChunk, src_bytes - off);
-        HF2PTE_RETURN_IF_ERROR(sink(base + off, n));
-        MappedFile::release_pages(base + off, n);
+    auto src_row = [&](int64_t i) { return row_pick.empty() ? i : row_pick[size_t(i)]; };
+    auto src_col = [&](int64_t j) { return col_pick.empty() ? j : col_pick[size_t(j)]; };
+    auto element = [&](int64_t i, int64_t j) {
+      return load_element(base + (size_t(src_row(i)) * size_t(cols) + size_t(src_col(j))) * in_size, src.dtype);
+    };
+    if (!transpose && row_pick.empty() && col_pick.empty()) {
+      if (src.dtype == dst) {
+        // Straight from the mapping, releasing pages behind us to keep RSS flat.
+        constexpr size_t kCopyChunk = 16u << 20;
+        for (size_t off = 0; off < block_bytes; off += kCopyChunk) {
+          size_t n = std::min(kCopyChunk, block_bytes - off);
+          HF2PTE_RETURN_IF_ERROR(sink(base + off, n));
+          MappedFile::release_pages(base + off, n);
+        }
+        return Status::ok();
       }
-      return Status::ok();
-    }
-    std::vector<uint8_t> buf;
-    if (!transpose) {
+      std::vector<uint8_t> buf;
       size_t total = size_t(nrows) * size_t(cols);
       size_t per_chunk = std::max<size_t>(1, kChunkBytes / out_size);
       buf.resize(std::min(total, per_chunk) * out_size);
@@ -98,23 +131,39 @@ ConstantData make_constant(const ConstantRecipe& r) {
       }
       return Status::ok();
     }
+    std::vector<uint8_t> buf;
+    if (!transpose) {
+      // Picked rows and columns, a bounded number of output rows at a time.
+      const size_t per_chunk = std::max<size_t>(1, kChunkBytes / std::max<size_t>(1, size_t(ncols) * out_size));
+      buf.resize(std::min(size_t(nrows), per_chunk) * size_t(ncols) * out_size);
+      for (int64_t i0 = 0; i0 < nrows; i0 += int64_t(per_chunk)) {
+        const int64_t n = std::min<int64_t>(int64_t(per_chunk), nrows - i0);
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t j = 0; j < ncols; ++j) {
+            store_element(&buf[(size_t(i) * size_t(ncols) + size_t(j)) * out_size], dst, element(i0 + i, j));
+          }
+        }
+        HF2PTE_RETURN_IF_ERROR(sink(buf.data(), size_t(n) * size_t(ncols) * out_size));
+      }
+      MappedFile::release_pages(base, block_bytes);
+      return Status::ok();
+    }
     // Transpose in column blocks: each block reads a strip of every source row
     // once and writes `block` complete output rows, so memory stays bounded.
     size_t block = std::max<size_t>(1, std::min<size_t>(64, kChunkBytes * 8 / std::max<size_t>(1, size_t(nrows) * out_size)));
     buf.resize(block * size_t(nrows) * out_size);
-    for (int64_t c0 = 0; c0 < cols; c0 += int64_t(block)) {
-      int64_t bc = std::min<int64_t>(int64_t(block), cols - c0);
+    for (int64_t c0 = 0; c0 < ncols; c0 += int64_t(block)) {
+      int64_t bc = std::min<int64_t>(int64_t(block), ncols - c0);
       for (int64_t row = 0; row < nrows; ++row) {
-        const uint8_t* in = base + (size_t(row) * size_t(cols) + size_t(c0)) * in_size;
         for (int64_t j = 0; j < bc; ++j) {
-          store_element(&buf[(size_t(j) * size_t(nrows) + size_t(row)) * out_size], dst, load_element(in + size_t(j) * in_size, src.dtype));
+          store_element(&buf[(size_t(j) * size_t(nrows) + size_t(row)) * out_size], dst, element(row, c0 + j));
         }
       }
       HF2PTE_RETURN_IF_ERROR(sink(buf.data(), size_t(bc) * size_t(nrows) * out_size));
     }
     // Every column block reads every row, so pages are released once at the end:
     // the peak is one source matrix, not the checkpoint.
-    MappedFile::release_pages(base, src_bytes);
+    MappedFile::release_pages(base, block_bytes);
     return Status::ok();
   };
   return c;

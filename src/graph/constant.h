@@ -1,6 +1,6 @@
 // Constants derived from checkpoint tensors without copying them: a recipe
-// (row slice, 2-D transpose, dtype conversion) applied while streaming the
-// bytes of an mmapped tensor to the output.
+// (row slice, row/column picks, 2-D transpose, dtype conversion) applied while
+// streaming the bytes of an mmapped tensor to the output.
 #pragma once
 
 #include <cstdint>
@@ -22,11 +22,21 @@ struct TensorSource {
   std::shared_ptr<const void> owner;
 };
 
+/// What to write, as a 2-D view of the source: the source is read as rows of
+/// `row_width` elements; the block [row_begin, row_end) of those rows is cut,
+/// optionally some of its rows and columns are picked (in the given order),
+/// then optionally transposed; `sizes` reshapes the result. The picks express
+/// what checkpoints fuse: gpt-oss's interleaved gate/up columns, DeepSeek's
+/// per-head [k_nope | v] rows and its interleaved RoPE dims.
 struct ConstantRecipe {
   TensorSource source;
-  int64_t row_begin = 0;  ///< rows [row_begin, row_end) of dim 0
+  int64_t row_width = 0;  ///< elements per source row; 0: the product of shape[1:]
+  int64_t row_begin = 0;  ///< rows [row_begin, row_end) of the 2-D view
   int64_t row_end = -1;   ///< -1: all rows
-  bool transpose = false; ///< 2-D only: write the [cols, rows] transpose of the sliced rows
+  std::vector<int64_t> rows;  ///< indices into the block's rows, in output order; empty: all
+  std::vector<int64_t> cols;  ///< indices into the source columns, in output order; empty: all
+  bool transpose = false; ///< write the [cols, rows] transpose of the picked block
+  std::vector<int64_t> sizes;  ///< the result's shape (same element count); empty: the natural one
   ScalarType dtype = ScalarType::kFloat;  ///< element type written (F32/F16/BF16 sources)
 };
 

@@ -130,6 +130,9 @@ Outs RsqrtOut(const Graph& g, const Args& a) { return unary(g, a, true); }
 Outs SigmoidOut(const Graph& g, const Args& a) { return unary(g, a, true); }
 Outs TanhOut(const Graph& g, const Args& a) { return unary(g, a, true); }
 Outs ErfOut(const Graph& g, const Args& a) { return unary(g, a, true); }
+Outs ExpOut(const Graph& g, const Args& a) { return unary(g, a, true); }
+Outs Log1pOut(const Graph& g, const Args& a) { return unary(g, a, true); }
+Outs ClampOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 Outs PowTensorScalarOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 Outs CloneOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 // The out is laid out in the requested dim order (None: contiguous).

@@ -55,6 +55,8 @@ Result<std::unique_ptr<TextGenerator>> TextGenerator::create(std::shared_ptr<rt:
   HF2PTE_ASSIGN_OR_RETURN(auto use_kv_cache, bool_output(*program, registry, "use_kv_cache"));
   // Programs without the metadata: a forward without cache_position has no cache.
   gen->kv_cache_ = use_kv_cache.value_or(gen->forward_->num_inputs() >= 2);
+  HF2PTE_ASSIGN_OR_RETURN(auto recurrent, bool_output(*program, registry, "use_recurrent_state"));
+  gen->recurrent_state_ = recurrent.value_or(false);
   HF2PTE_CHECK_OR_RETURN(gen->forward_->num_inputs() == (gen->kv_cache_ ? 2u : 1u), kInvalidProgram,
                          "forward takes {} inputs; expected {} for a program with use_kv_cache = {}",
                          gen->forward_->num_inputs(), gen->kv_cache_ ? 2 : 1, gen->kv_cache_);

@@ -78,6 +78,10 @@ class TextGenerator {
   /// False for programs exported with --no-kv-cache (constant method use_kv_cache
   /// false, or a forward without the cache_position input).
   bool has_kv_cache() const { return kv_cache_; }
+  /// The cache is a recurrent state (Mamba): a call continues from where the
+  /// last one ended, so a runner may reuse a cached prefix only when it is all
+  /// the state holds (no rewinding into it).
+  bool has_recurrent_state() const { return recurrent_state_; }
   int64_t max_seq_len() const { return max_seq_len_; }
   int64_t vocab_size() const { return vocab_size_; }
   const std::vector<int64_t>& eos_ids() const { return eos_ids_; }
@@ -90,6 +94,7 @@ class TextGenerator {
   std::vector<rt::AlignedBuffer> kv_storage_;
   std::unique_ptr<rt::Method> forward_;
   bool kv_cache_ = true;
+  bool recurrent_state_ = false;
   int64_t max_seq_len_ = 0;
   int64_t vocab_size_ = 0;
   std::vector<int64_t> eos_ids_;

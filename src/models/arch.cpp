@@ -130,6 +130,51 @@ constexpr TensorNames kStarcoder2Names = [] {
   return n;
 }();
 
+// gpt-oss: attention sinks, a router with a bias, the experts fused in two
+// [in, out] tensors per layer (gate/up interleaved).
+constexpr TensorNames kGptOssNames = [] {
+  TensorNames n;
+  n.gate = "", n.up = "", n.down = "";
+  n.sinks = "model.layers.{}.self_attn.sinks";
+  n.router = "model.layers.{}.mlp.router.weight";
+  n.router_bias = "model.layers.{}.mlp.router.bias";
+  n.fused_expert_gate_up = "model.layers.{}.mlp.experts.gate_up_proj";
+  n.fused_expert_down = "model.layers.{}.mlp.experts.down_proj";
+  return n;
+}();
+
+// DeepSeek-V3: latent attention; dense MLP below first_k_dense_replace (the
+// default gate/up/down names), routed + shared experts above.
+constexpr TensorNames kDeepseekV3Names = [] {
+  TensorNames n;
+  n.q = "model.layers.{}.self_attn.q_proj";  // without q LoRA (V2-Lite)
+  n.q_a = "model.layers.{}.self_attn.q_a_proj";
+  n.q_a_norm = "model.layers.{}.self_attn.q_a_layernorm.weight";
+  n.q_b = "model.layers.{}.self_attn.q_b_proj";
+  n.kv_a = "model.layers.{}.self_attn.kv_a_proj_with_mqa";
+  n.kv_a_norm = "model.layers.{}.self_attn.kv_a_layernorm.weight";
+  n.kv_b = "model.layers.{}.self_attn.kv_b_proj";
+  n.k = "", n.v = "";
+  n.router = "model.layers.{}.mlp.gate.weight";
+  n.router_correction_bias = "model.layers.{}.mlp.gate.e_score_correction_bias";
+  n.expert_gate = "model.layers.{0}.mlp.experts.{1}.gate_proj";
+  n.expert_up = "model.layers.{0}.mlp.experts.{1}.up_proj";
+  n.expert_down = "model.layers.{0}.mlp.experts.{1}.down_proj";
+  n.shared_gate = "model.layers.{}.mlp.shared_experts.gate_proj";
+  n.shared_up = "model.layers.{}.mlp.shared_experts.up_proj";
+  n.shared_down = "model.layers.{}.mlp.shared_experts.down_proj";
+  return n;
+}();
+
+// Mamba: only the embedding, the final norm and the head follow these
+// templates; the layers' names are in mamba.cpp.
+constexpr TensorNames kMambaNames = [] {
+  TensorNames n;
+  n.embed = "backbone.embeddings.weight";
+  n.final_norm = "backbone.norm_f.weight";
+  return n;
+}();
+
 constexpr BiasTraits kNoBias{};
 constexpr BiasTraits kQkvBias{.qkv = true};
 constexpr BiasTraits kPhiBias{.qkv = true, .o = true, .mlp = true, .lm_head = true};
@@ -184,6 +229,9 @@ constexpr std::array kArchitectures = {
     }(),
     row("mixtral", "MixtralForCausalLM", kMixtralNames),
     row("qwen3_moe", "Qwen3MoeForCausalLM", kQwen3MoeNames),
+    [] { auto a = row("gpt_oss", "GptOssForCausalLM", kGptOssNames); a.clamped_swiglu = true; return a; }(),
+    [] { auto a = row("deepseek_v3", "DeepseekV3ForCausalLM", kDeepseekV3Names); a.router = RouterKind::kSigmoidGrouped; return a; }(),
+    [] { auto a = row("mamba", "MambaForCausalLM", kMambaNames); a.mixer = MixerKind::kSelectiveScan; return a; }(),
     property_tested(row("granite", "GraniteForCausalLM", {})),
     property_tested(row("smollm3", "SmolLM3ForCausalLM", {})),
     property_tested(row("stablelm", "StableLmForCausalLM", {}, kNoBias, NormKind::kLayerNorm)),

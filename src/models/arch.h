@@ -41,6 +41,23 @@ struct TensorNames {
   std::string_view shared_up = "";
   std::string_view shared_down = "";
   std::string_view shared_expert_gate = "";  ///< [1, hidden]: the shared expert is scaled by sigmoid(x . w)
+  std::string_view router_bias = "";  ///< [experts] added to the router logits (gpt-oss)
+  /// Router scores + this [experts] bias choose the experts, the plain scores weigh them (DeepSeek-V3).
+  std::string_view router_correction_bias = "";
+  /// Experts fused in one tensor per layer, stored [in, out] (gpt-oss):
+  /// gate_up [experts, hidden, 2 * I] with gate j in column 2j and up j in 2j + 1,
+  /// down [experts, I, hidden]; each with "<name>_bias" [experts, width].
+  std::string_view fused_expert_gate_up = "";
+  std::string_view fused_expert_down = "";
+  std::string_view sinks = "";  ///< per-head attention sink logits [heads] (gpt-oss)
+  /// Multi-head latent attention (DeepSeek-V3): q_a / q_b (or q when no q LoRA),
+  /// kv_a_proj_with_mqa, kv_b; the two latent norms (+ ".weight").
+  std::string_view q_a = "";
+  std::string_view q_a_norm = "";
+  std::string_view q_b = "";
+  std::string_view kv_a = "";
+  std::string_view kv_a_norm = "";
+  std::string_view kv_b = "";
   std::string_view final_norm = "model.norm.weight";
   std::string_view lm_head = "lm_head";  ///< + ".weight" / ".bias"
 };
@@ -64,6 +81,18 @@ struct BiasTraits {
   bool o = false;        ///< Phi
   bool mlp = false;      ///< Phi, GPT-NeoX
   bool lm_head = false;  ///< Phi
+};
+
+/// How a mixture of experts picks and weighs its experts.
+enum class RouterKind : uint8_t {
+  kSoftmaxTopK,     ///< softmax over the router logits, top k (Mixtral, Qwen-MoE, gpt-oss)
+  kSigmoidGrouped,  ///< sigmoid scores, group-limited top k on corrected scores (DeepSeek-V3)
+};
+
+/// What mixes tokens in each layer.
+enum class MixerKind : uint8_t {
+  kAttention,      ///< the shared decoder (decoder.cpp)
+  kSelectiveScan,  ///< Mamba's state-space block (mamba.cpp)
 };
 
 /// How an architecture is checked (printed by `hf2pte export --list-architectures`).
@@ -97,6 +126,10 @@ struct ArchTraits {
   std::string_view optional_prefix = "";
   /// Checkpoint tensors that are derived buffers, never weights (ignored, not an error).
   std::string_view ignored_suffixes[3] = {"rotary_emb.inv_freq", "", ""};
+  MixerKind mixer = MixerKind::kAttention;
+  RouterKind router = RouterKind::kSoftmaxTopK;
+  /// gpt-oss experts: (clamp(up) + 1) * g * sigmoid(1.702 g), g = min(gate, limit).
+  bool clamped_swiglu = false;
   ArchStatus status = ArchStatus::kReference;
 };
 

@@ -40,6 +40,22 @@ Result<ValueId> BlockBuilder::weight(const std::string& name, const std::vector<
   return g_.add_constant(name, graph::make_constant(r));
 }
 
+Result<ValueId> BlockBuilder::weight_view(const std::string& name, const std::vector<int64_t>& shape,
+                                          const WeightView& view, const std::string& label) {
+  HF2PTE_ASSIGN_OR_RETURN(TensorRef t, ckpt_.expect(resolve(name), DTypeSet::float_weights(), shape));
+  graph::ConstantRecipe r;
+  HF2PTE_ASSIGN_OR_RETURN(r.source, source(t));
+  r.row_width = view.row_width;
+  r.row_begin = view.row_begin;
+  r.row_end = view.row_end;
+  r.rows = view.rows;
+  r.cols = view.cols;
+  r.transpose = view.transpose;
+  r.sizes = view.sizes;
+  r.dtype = dtype_;
+  return g_.add_constant(name + "." + label, graph::make_constant(r));
+}
+
 Result<std::vector<ValueId>> BlockBuilder::split_rows(const std::string& name, const std::vector<int64_t>& shape,
                                                       const std::vector<int64_t>& row_counts) {
   HF2PTE_ASSIGN_OR_RETURN(TensorRef t, ckpt_.expect(resolve(name), DTypeSet::float_weights(), shape));
@@ -199,13 +215,14 @@ Result<ValueId> BlockBuilder::rope(ValueId x, ValueId cos, ValueId sin, const st
 
 Result<ValueId> BlockBuilder::attention(ValueId q, ValueId k_cache, ValueId v_cache, ValueId mask,
                                         const AttentionOptions& o, const std::string& name) {
-  if (!o.softcap) {
+  if (!o.softcap && !o.sinks) {
     // The fused op: backends with an SDPA kernel keep it, the rest decompose it.
     return op(OpId::ScaledDotProductAttention, {q, k_cache, v_cache, mask, 0.0, false, o.scale, o.heads != o.kv_heads},
               name);
   }
-  // Soft-capping sits between the scaling and the mask, where SDPA has no hook,
-  // so the math is spelled out (same grouping of query heads as sdpa_to_math).
+  // Soft-capping sits between the scaling and the mask, and a sink is an extra
+  // softmax column: SDPA has no hook for either, so the math is spelled out
+  // (same grouping of query heads as sdpa_to_math).
   const auto qs = g_.type(q).sizes;  // copies: adding values reallocates the value table
   const auto ks = g_.type(k_cache).sizes;
   const int64_t group = o.heads / o.kv_heads;
@@ -215,14 +232,27 @@ Result<ValueId> BlockBuilder::attention(ValueId q, ValueId k_cache, ValueId v_ca
   HF2PTE_ASSIGN_OR_RETURN(ValueId kt, op(OpId::PermuteCopyOut, {k_cache, IntList{0, 2, 1}}, name + ".kT"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId s, op(OpId::BmmOut, {q3, kt}, name + ".qk"));
   HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::MulScalarOut, {s, o.scale}, name + ".scores"));
-  HF2PTE_ASSIGN_OR_RETURN(s, softcap(s, *o.softcap, name + ".softcap"));
+  if (o.softcap) {
+    HF2PTE_ASSIGN_OR_RETURN(s, softcap(s, *o.softcap, name + ".softcap"));
+  }
   HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::ViewCopyOut, {s, IntList{o.kv_heads, group, S, M}}, name + ".scores4"));
   ValueId ninf = scalar(g_.type(s).dtype, -std::numeric_limits<double>::infinity(), name + ".neg_inf");
   HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::WhereSelfOut, {mask, s, ninf}, name + ".masked"));
-  HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::ViewCopyOut, {s, IntList{o.kv_heads, S * group, M}}, name + ".masked3"));
+  SymInt width = M;
+  if (o.sinks) {
+    // Head h = kv * group + g owns row block (kv, g): its sink logit as column M.
+    HF2PTE_ASSIGN_OR_RETURN(ValueId sink, op(OpId::ViewCopyOut, {*o.sinks, IntList{o.kv_heads, group, 1, 1}}, name + ".sink4"));
+    HF2PTE_ASSIGN_OR_RETURN(sink, op(OpId::ExpandCopyOut, {sink, IntList{o.kv_heads, group, S, 1}}, name + ".sink_rows"));
+    HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::CatOut, {graph::TensorList{s, sink}, int64_t{-1}}, name + ".with_sink"));
+    width = M + SymInt(1);
+  }
+  HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::ViewCopyOut, {s, IntList{o.kv_heads, S * group, width}}, name + ".masked3"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId p, op(OpId::SoftmaxOut, {s, int64_t{-1}, false}, name + ".probs"));
+  if (o.sinks) {  // the sink's probability is dropped: rows sum to less than 1
+    HF2PTE_ASSIGN_OR_RETURN(p, op(OpId::SliceCopyTensorOut, {p, int64_t{-1}, SymInt(0), M}, name + ".probs_no_sink"));
+  }
   HF2PTE_ASSIGN_OR_RETURN(ValueId out, op(OpId::BmmOut, {p, v_cache}, name + ".pv"));
-  return op(OpId::ViewCopyOut, {out, IntList{o.heads, S, qs[2]}}, name);
+  return op(OpId::ViewCopyOut, {out, IntList{o.heads, S, g_.type(v_cache).sizes[2]}}, name);
 }
 
 Result<ValueId> BlockBuilder::gated_mlp(ValueId x, const GatedMlpWeights& w, std::string_view act,
@@ -234,45 +264,105 @@ Result<ValueId> BlockBuilder::gated_mlp(ValueId x, const GatedMlpWeights& w, std
   return linear(prod, w.down, name + ".down_proj");
 }
 
-// Routing as HF (Mixtral; Qwen3-MoE with norm_topk_prob): softmax over all
-// experts, keep the top k, renormalise. That equals a softmax over the k
-// selected router logits, so the weights are softmax(where(selected, r, -inf)).
-// Without renormalisation (norm_topk_prob false) they are
-// where(selected, softmax(r), 0).
-// "Selected" needs no topk kernel: expert e is in the top k iff at least
-// E - k + 1 logits are <= r_e, i.e. mean_j [r_j <= r_e] >= (E - k + 0.5) / E
-// (exact: the mean is a multiple of 1/E). Ties select every tied expert.
+Result<ValueId> BlockBuilder::clamped_swiglu_mlp(ValueId x, const GatedMlpWeights& w, double limit,
+                                                 const std::string& name) {
+  HF2PTE_ASSIGN_OR_RETURN(ValueId gate, linear(x, w.gate, name + ".gate_proj"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId up, linear(x, w.up, name + ".up_proj"));
+  HF2PTE_ASSIGN_OR_RETURN(gate, op(OpId::ClampOut, {gate, None{}, limit}, name + ".gate_clamped"));
+  HF2PTE_ASSIGN_OR_RETURN(up, op(OpId::ClampOut, {up, -limit, limit}, name + ".up_clamped"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId sg, op(OpId::MulScalarOut, {gate, 1.702}, name + ".gate_scaled"));
+  HF2PTE_ASSIGN_OR_RETURN(sg, op(OpId::SigmoidOut, {sg}, name + ".gate_sigmoid"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId glu, op(OpId::MulOut, {gate, sg}, name + ".glu"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId up1, op(OpId::AddScalarOut, {up, 1.0}, name + ".up_plus_one"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId prod, op(OpId::MulOut, {up1, glu}, name + ".gated"));
+  return linear(prod, w.down, name + ".down_proj");
+}
+
+/// Which entries of v are among the k largest along the last dim (bool, v's
+/// shape), without a topk kernel: entry e is in the top k iff at least n - k + 1
+/// entries are <= v_e, i.e. mean_j [v_j <= v_e] >= (n - k + 0.5) / n (exact: the
+/// mean is a multiple of 1/n). Ties select every tied entry.
+Result<ValueId> BlockBuilder::top_k_mask(ValueId v, int64_t k, const std::string& name) {
+  const auto sizes = g_.type(v).sizes;
+  const int64_t n = sizes.back().constant_value();
+  IntList as_e(sizes.begin(), sizes.end()), as_j(sizes.begin(), sizes.end());
+  as_e.push_back(SymInt(1));
+  as_j.back() = SymInt(1);
+  as_j.push_back(SymInt(n));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId ve, op(OpId::ViewCopyOut, {v, as_e}, name + ".v_e"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId vj, op(OpId::ViewCopyOut, {v, as_j}, name + ".v_j"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId le, op(OpId::LeTensorOut, {vj, ve}, name + ".le"));
+  ValueId one = scalar(ScalarType::kFloat, 1.0, name + ".one");
+  ValueId zero = scalar(ScalarType::kFloat, 0.0, name + ".zero");
+  HF2PTE_ASSIGN_OR_RETURN(ValueId le_f, op(OpId::WhereSelfOut, {le, one, zero}, name + ".le_f"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId frac, op(OpId::MeanOut, {le_f, IntList{-1}, false}, name + ".rank_frac"));
+  ValueId thresh = scalar(ScalarType::kFloat, (double(n - k) + 0.5) / double(n), name + ".top_k_thresh");
+  return op(OpId::LeTensorOut, {thresh, frac}, name + ".selected");
+}
+
+// Routing as HF (Mixtral; Qwen3-MoE with norm_topk_prob; gpt-oss, whose
+// router has a bias): softmax over all experts, keep the top k, renormalise.
+// That equals a softmax over the k selected router logits, so the weights are
+// softmax(where(selected, r, -inf)). Without renormalisation (norm_topk_prob
+// false) they are where(selected, softmax(r), 0). "Selected" is top_k_mask.
+// DeepSeek-V3 (kSigmoidGrouped) scores s = sigmoid(r) and selects on
+// c = s + correction_bias: each group of n = E / n_group experts scores the sum
+// of its best two c, the topk_group best groups stay eligible, and the top k c
+// among their experts are selected; the weights are the plain s of those,
+// divided by their sum (norm_topk_prob), times routed_scaling_factor.
 // All experts run on all tokens and are weighted (zero for unselected ones):
 // exact and static-shaped, at E/k times the MLP work; per-token dispatch is a
 // backend optimisation.
 Result<ValueId> BlockBuilder::moe(ValueId x, const MoeWeights& w, const MoeOptions& o, const std::string& name) {
   const int64_t E = int64_t(w.experts.size());
   const SymInt S = g_.type(x).sizes[0];
-  LinearWeights router{w.router, std::nullopt};
+  LinearWeights router{w.router, w.router_bias};
   HF2PTE_ASSIGN_OR_RETURN(ValueId r, linear(x, router, name + ".router"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId re, op(OpId::ViewCopyOut, {r, IntList{S, E, 1}}, name + ".r_e"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId rj, op(OpId::ViewCopyOut, {r, IntList{S, 1, E}}, name + ".r_j"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId le, op(OpId::LeTensorOut, {rj, re}, name + ".le"));
-  ValueId one = scalar(ScalarType::kFloat, 1.0, name + ".one");
   ValueId zero = scalar(ScalarType::kFloat, 0.0, name + ".zero");
-  HF2PTE_ASSIGN_OR_RETURN(ValueId le_f, op(OpId::WhereSelfOut, {le, one, zero}, name + ".le_f"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId frac, op(OpId::MeanOut, {le_f, IntList{-1}, false}, name + ".rank_frac"));
-  ValueId thresh = scalar(ScalarType::kFloat, (double(E - o.top_k) + 0.5) / double(E), name + ".top_k_thresh");
-  HF2PTE_ASSIGN_OR_RETURN(ValueId selected, op(OpId::LeTensorOut, {thresh, frac}, name + ".selected"));
+  ValueId ninf = scalar(ScalarType::kFloat, -std::numeric_limits<double>::infinity(), name + ".neg_inf");
   ValueId weights = -1;
-  if (o.normalize_top_k) {
-    ValueId ninf = scalar(ScalarType::kFloat, -std::numeric_limits<double>::infinity(), name + ".neg_inf");
-    HF2PTE_ASSIGN_OR_RETURN(ValueId masked, op(OpId::WhereSelfOut, {selected, r, ninf}, name + ".masked"));
-    HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::SoftmaxOut, {masked, int64_t{-1}, false}, name + ".weights"));
+  if (o.router == RouterKind::kSigmoidGrouped) {
+    const int64_t G = o.n_group, n = E / o.n_group;
+    HF2PTE_ASSIGN_OR_RETURN(ValueId sc, op(OpId::SigmoidOut, {r}, name + ".scores"));
+    ValueId c = sc;
+    if (w.correction_bias) {
+      HF2PTE_ASSIGN_OR_RETURN(c, op(OpId::AddOut, {sc, *w.correction_bias}, name + ".corrected"));
+    }
+    HF2PTE_ASSIGN_OR_RETURN(ValueId cg, op(OpId::ViewCopyOut, {c, IntList{S, G, n}}, name + ".grouped"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId best2, top_k_mask(cg, 2, name + ".group_best2"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId best2_c, op(OpId::WhereSelfOut, {best2, cg, zero}, name + ".group_best2_scores"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId group_score, op(OpId::SumIntListOut, {best2_c, IntList{-1}, false, None{}}, name + ".group_scores"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId groups, top_k_mask(group_score, o.topk_group, name + ".groups"));
+    HF2PTE_ASSIGN_OR_RETURN(groups, op(OpId::ViewCopyOut, {groups, IntList{S, G, 1}}, name + ".groups3"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId eligible, op(OpId::WhereSelfOut, {groups, cg, ninf}, name + ".eligible"));
+    HF2PTE_ASSIGN_OR_RETURN(eligible, op(OpId::ViewCopyOut, {eligible, IntList{S, E}}, name + ".eligible2"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId selected, top_k_mask(eligible, o.top_k, name + ".top_k"));
+    HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::WhereSelfOut, {selected, sc, zero}, name + ".selected_scores"));
+    if (o.normalize_top_k) {
+      HF2PTE_ASSIGN_OR_RETURN(ValueId sum, op(OpId::SumIntListOut, {weights, IntList{-1}, true, None{}}, name + ".selected_sum"));
+      HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::DivOut, {weights, sum}, name + ".normalized"));
+    }
+    if (o.routed_scaling_factor != 1.0) {
+      HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::MulScalarOut, {weights, o.routed_scaling_factor}, name + ".weights"));
+    }
   } else {
-    HF2PTE_ASSIGN_OR_RETURN(ValueId probs, op(OpId::SoftmaxOut, {r, int64_t{-1}, false}, name + ".probs"));
-    HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::WhereSelfOut, {selected, probs, zero}, name + ".weights"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId selected, top_k_mask(r, o.top_k, name + ".top_k"));
+    if (o.normalize_top_k) {
+      HF2PTE_ASSIGN_OR_RETURN(ValueId masked, op(OpId::WhereSelfOut, {selected, r, ninf}, name + ".masked"));
+      HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::SoftmaxOut, {masked, int64_t{-1}, false}, name + ".weights"));
+    } else {
+      HF2PTE_ASSIGN_OR_RETURN(ValueId probs, op(OpId::SoftmaxOut, {r, int64_t{-1}, false}, name + ".probs"));
+      HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::WhereSelfOut, {selected, probs, zero}, name + ".weights"));
+    }
   }
 
+  auto expert = [&](const GatedMlpWeights& e, const std::string& p) {
+    return o.swiglu_limit ? clamped_swiglu_mlp(x, e, *o.swiglu_limit, p) : gated_mlp(x, e, o.activation, p);
+  };
   std::optional<ValueId> acc;
   for (int64_t e = 0; e < E; ++e) {
     const auto p = fmt::format("{}.experts.{}", name, e);
-    HF2PTE_ASSIGN_OR_RETURN(ValueId y, gated_mlp(x, w.experts[size_t(e)], o.activation, p));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId y, expert(w.experts[size_t(e)], p));
     HF2PTE_ASSIGN_OR_RETURN(ValueId we, op(OpId::SliceCopyTensorOut, {weights, int64_t{-1}, SymInt(e), SymInt(e + 1)}, p + ".weight"));
     HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::MulOut, {y, we}, p + ".weighted"));
     if (acc) {
@@ -282,9 +372,11 @@ Result<ValueId> BlockBuilder::moe(ValueId x, const MoeWeights& w, const MoeOptio
   }
   if (w.shared) {
     HF2PTE_ASSIGN_OR_RETURN(ValueId y, gated_mlp(x, *w.shared, o.activation, name + ".shared_expert"));
-    HF2PTE_ASSIGN_OR_RETURN(ValueId g, linear(x, LinearWeights{*w.shared_gate, std::nullopt}, name + ".shared_gate"));
-    HF2PTE_ASSIGN_OR_RETURN(g, op(OpId::SigmoidOut, {g}, name + ".shared_gate_sigmoid"));
-    HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::MulOut, {y, g}, name + ".shared_weighted"));
+    if (w.shared_gate) {  // Qwen2-MoE scales it by sigmoid(x . w)
+      HF2PTE_ASSIGN_OR_RETURN(ValueId g, linear(x, LinearWeights{*w.shared_gate, std::nullopt}, name + ".shared_gate"));
+      HF2PTE_ASSIGN_OR_RETURN(g, op(OpId::SigmoidOut, {g}, name + ".shared_gate_sigmoid"));
+      HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::MulOut, {y, g}, name + ".shared_weighted"));
+    }
     HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::AddOut, {*acc, y}, name + ".with_shared"));
     acc = y;
   }

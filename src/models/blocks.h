@@ -46,6 +46,9 @@ struct AttentionOptions {
   int64_t kv_heads = 0;
   double scale = 1.0;                ///< applied to q.k before soft-capping
   std::optional<double> softcap;     ///< tanh(scores / cap) * cap (Gemma 2)
+  /// Per-head sink logits [heads] (gpt-oss): each joins its head's softmax as an
+  /// extra column whose probability is then dropped.
+  std::optional<ValueId> sinks;
 };
 
 /// One expert (or dense) gated MLP: down(act(gate(x)) * up(x)).
@@ -59,7 +62,9 @@ struct MoeWeights {
   std::vector<GatedMlpWeights> experts;
   /// Qwen2-MoE: an expert every token uses, scaled by sigmoid(x . shared_gate).
   std::optional<GatedMlpWeights> shared;
-  std::optional<ValueId> shared_gate;  ///< [1, hidden]
+  std::optional<ValueId> shared_gate;  ///< [1, hidden]; none: the shared expert is added unscaled (DeepSeek)
+  std::optional<ValueId> router_bias;      ///< [experts] (gpt-oss)
+  std::optional<ValueId> correction_bias;  ///< [experts], selection only (DeepSeek-V3)
 };
 
 struct MoeOptions {
@@ -68,6 +73,25 @@ struct MoeOptions {
   /// Renormalise the top-k weights to sum to 1 (Mixtral, norm_topk_prob); false
   /// keeps the softmax over all experts (Qwen2-MoE's default).
   bool normalize_top_k = true;
+  RouterKind router = RouterKind::kSoftmaxTopK;
+  /// kSigmoidGrouped: experts in n_group groups, topk_group groups eligible, weights scaled.
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  double routed_scaling_factor = 1.0;
+  /// gpt-oss's clamped SwiGLU experts instead of down(act(gate) * up).
+  std::optional<double> swiglu_limit;
+};
+
+/// A 2-D view of a checkpoint tensor (graph::ConstantRecipe's fields): rows of
+/// row_width elements, a row block, picked rows / columns, transpose, reshape.
+struct WeightView {
+  int64_t row_width = 0;
+  int64_t row_begin = 0;
+  int64_t row_end = -1;
+  std::vector<int64_t> rows;
+  std::vector<int64_t> cols;
+  bool transpose = false;
+  std::vector<int64_t> sizes;
 };
 
 /// How a checkpoint stores its weights (see ArchTraits::conv1d_weights, optional_prefix).
@@ -88,6 +112,10 @@ class BlockBuilder {
   /// A checkpoint tensor as a constant, optionally rows [row_begin, row_end) only.
   Result<ValueId> weight(const std::string& name, const std::vector<int64_t>& shape);
   /// Several row blocks of one fused tensor (e.g. qkv_proj -> q, k, v), each its own constant.
+  /// Part of checkpoint tensor `name` (expected `shape`) as one constant; `label`
+  /// names the constant ("<name>.<label>").
+  Result<ValueId> weight_view(const std::string& name, const std::vector<int64_t>& shape, const WeightView& view,
+                              const std::string& label);
   Result<std::vector<ValueId>> split_rows(const std::string& name, const std::vector<int64_t>& shape,
                                           const std::vector<int64_t>& row_counts);
   /// "<prefix>.weight" [out, in] (stored [in, out] for WeightLayout::linear_in_out)
@@ -112,6 +140,10 @@ class BlockBuilder {
   Result<ValueId> attention(ValueId q, ValueId k_cache, ValueId v_cache, ValueId mask, const AttentionOptions& o,
                             const std::string& name);
   Result<ValueId> gated_mlp(ValueId x, const GatedMlpWeights& w, std::string_view act, const std::string& name);
+  /// gpt-oss's expert: (clamp(up, -l, l) + 1) * g * sigmoid(1.702 g) with g = min(gate, l), then down.
+  Result<ValueId> clamped_swiglu_mlp(ValueId x, const GatedMlpWeights& w, double limit, const std::string& name);
+  /// bool mask of the k largest entries along v's last dim (ties: all tied), no topk kernel.
+  Result<ValueId> top_k_mask(ValueId v, int64_t k, const std::string& name);
   /// Top-k routed experts on x [S, hidden], computed densely (see blocks.cpp).
   Result<ValueId> moe(ValueId x, const MoeWeights& w, const MoeOptions& o, const std::string& name);
   /// A 0-d constant (f32, i64 or bool) for scalar operands of where / le.

@@ -13,6 +13,8 @@
 #include "checkpoint/config.h"
 #include "models/arch.h"
 #include "models/blocks.h"
+#include "models/latent_attention.h"
+#include "models/mamba.h"
 #include "models/model_builder.h"
 #include "models/rope.h"
 
@@ -31,6 +33,8 @@ struct LayerWeights {
   std::optional<LinearWeights> qkv;  ///< per-head fused q/k/v (GPT-NeoX), split at runtime
   GatedMlpWeights mlp;               ///< plain MLPs leave gate.weight at -1
   std::optional<MoeWeights> moe;
+  std::optional<ValueId> sinks;      ///< gpt-oss attention sinks [heads]
+  std::optional<LatentAttentionWeights> mla;  ///< DeepSeek-V3; replaces q/k/v
 };
 
 /// Per-layer norm, when the architecture's template names one.
@@ -41,6 +45,46 @@ Result<std::optional<NormWeights>> optional_norm(BlockBuilder& b, std::string_vi
   return std::optional<NormWeights>{w};
 }
 
+/// gpt-oss's fused experts: gate_up [E, H, 2I] and down [E, I, H], stored
+/// [in, out], gate j in column 2j and up j in 2j + 1. Each expert becomes three
+/// [out, in] linears with biases, cut from the fused tensors while streaming.
+Result<GatedMlpWeights> load_fused_expert(BlockBuilder& b, const ArchTraits& arch, int64_t i, int64_t e, int64_t E,
+                                          int64_t H, int64_t I) {
+  const auto gate_up = layer_name(arch.names.fused_expert_gate_up, i);
+  const auto down = layer_name(arch.names.fused_expert_down, i);
+  std::vector<int64_t> even(static_cast<size_t>(I)), odd(static_cast<size_t>(I));
+  for (int64_t j = 0; j < I; ++j) even[size_t(j)] = 2 * j, odd[size_t(j)] = 2 * j + 1;
+  auto label = [&](const char* what) { return fmt::format("{}.{}", e, what); };
+  GatedMlpWeights x;
+  // Expert e's [H, 2I] block is rows [e*H, (e+1)*H) of the [E*H, 2I] view; picked columns, transposed.
+  WeightView w{.row_width = 2 * I, .row_begin = e * H, .row_end = (e + 1) * H, .transpose = true};
+  w.cols = even;
+  HF2PTE_ASSIGN_OR_RETURN(x.gate.weight, b.weight_view(gate_up, {E, H, 2 * I}, w, label("gate")));
+  w.cols = odd;
+  HF2PTE_ASSIGN_OR_RETURN(x.up.weight, b.weight_view(gate_up, {E, H, 2 * I}, w, label("up")));
+  WeightView wb{.row_begin = e, .row_end = e + 1, .sizes = {I}};
+  wb.cols = even;
+  HF2PTE_ASSIGN_OR_RETURN(ValueId gb, b.weight_view(gate_up + "_bias", {E, 2 * I}, wb, label("gate")));
+  wb.cols = odd;
+  HF2PTE_ASSIGN_OR_RETURN(ValueId ub, b.weight_view(gate_up + "_bias", {E, 2 * I}, wb, label("up")));
+  x.gate.bias = gb, x.up.bias = ub;
+  WeightView wd{.row_width = H, .row_begin = e * I, .row_end = (e + 1) * I, .transpose = true};
+  HF2PTE_ASSIGN_OR_RETURN(x.down.weight, b.weight_view(down, {E, I, H}, wd, label("down")));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId db, b.weight_view(down + "_bias", {E, H}, WeightView{.row_begin = e, .row_end = e + 1, .sizes = {H}},
+                                                    label("down")));
+  x.down.bias = db;
+  return x;
+}
+
+Result<GatedMlpWeights> load_gated_mlp(BlockBuilder& b, std::string_view gate, std::string_view up,
+                                       std::string_view down, int64_t i, int64_t width, int64_t H) {
+  GatedMlpWeights s;
+  HF2PTE_ASSIGN_OR_RETURN(s.gate, b.linear_weights(layer_name(gate, i), width, H, false));
+  HF2PTE_ASSIGN_OR_RETURN(s.up, b.linear_weights(layer_name(up, i), width, H, false));
+  HF2PTE_ASSIGN_OR_RETURN(s.down, b.linear_weights(layer_name(down, i), H, width, false));
+  return s;
+}
+
 Result<MoeWeights> load_moe(BlockBuilder& b, const ArchTraits& arch, const LlamaFamilyConfig& c, int64_t i) {
   const auto& n = arch.names;
   const int64_t H = c.hidden_size, E = c.num_experts;
@@ -48,7 +92,28 @@ Result<MoeWeights> load_moe(BlockBuilder& b, const ArchTraits& arch, const Llama
   const int64_t I = c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size;
   MoeWeights m;
   HF2PTE_ASSIGN_OR_RETURN(m.router, b.weight(layer_name(n.router, i), {E, H}));
+  if (!n.router_bias.empty()) {
+    HF2PTE_ASSIGN_OR_RETURN(ValueId rb, b.weight(layer_name(n.router_bias, i), {E}));
+    m.router_bias = rb;
+  }
+  if (!n.router_correction_bias.empty()) {
+    HF2PTE_ASSIGN_OR_RETURN(ValueId cb, b.weight(layer_name(n.router_correction_bias, i), {E}));
+    m.correction_bias = cb;
+  }
+  if (!n.fused_expert_gate_up.empty()) {
+    // The published gpt-oss uploads pack the experts as MXFP4 (*_blocks, *_scales).
+    const auto packed = layer_name(n.fused_expert_gate_up, i) + "_blocks";
+    HF2PTE_CHECK_OR_RETURN(!b.has(packed), kNotSupported,
+                           "{}: MXFP4-packed experts are not supported yet; export the unquantized (bf16) checkpoint "
+                           "(transformers: Mxfp4Config(dequantize=True), then save_pretrained)",
+                           packed);
+  }
   for (int64_t e = 0; e < E; ++e) {
+    if (!n.fused_expert_gate_up.empty()) {
+      HF2PTE_ASSIGN_OR_RETURN(GatedMlpWeights x, load_fused_expert(b, arch, i, e, E, H, I));
+      m.experts.push_back(x);
+      continue;
+    }
     auto name = [&](std::string_view tmpl) { return fmt::format(fmt::runtime(tmpl), i, e); };
     GatedMlpWeights x;
     HF2PTE_ASSIGN_OR_RETURN(x.gate, b.linear_weights(name(n.expert_gate), I, H, false));
@@ -56,17 +121,21 @@ Result<MoeWeights> load_moe(BlockBuilder& b, const ArchTraits& arch, const Llama
     HF2PTE_ASSIGN_OR_RETURN(x.down, b.linear_weights(name(n.expert_down), H, I, false));
     m.experts.push_back(x);
   }
-  if (!n.shared_gate.empty()) {
-    const int64_t SI = c.shared_expert_intermediate_size;
-    GatedMlpWeights s;
-    HF2PTE_ASSIGN_OR_RETURN(s.gate, b.linear_weights(layer_name(n.shared_gate, i), SI, H, false));
-    HF2PTE_ASSIGN_OR_RETURN(s.up, b.linear_weights(layer_name(n.shared_up, i), SI, H, false));
-    HF2PTE_ASSIGN_OR_RETURN(s.down, b.linear_weights(layer_name(n.shared_down, i), H, SI, false));
-    HF2PTE_ASSIGN_OR_RETURN(ValueId g, b.weight(layer_name(n.shared_expert_gate, i), {1, H}));
-    m.shared = s;
-    m.shared_gate = g;
+  // Qwen2-MoE: its own width and a sigmoid gate; DeepSeek: n_shared_experts experts' width, no gate.
+  const int64_t SI = c.shared_expert_intermediate_size > 0 ? c.shared_expert_intermediate_size : I * c.n_shared_experts;
+  if (!n.shared_gate.empty() && SI > 0) {
+    HF2PTE_ASSIGN_OR_RETURN(m.shared, load_gated_mlp(b, n.shared_gate, n.shared_up, n.shared_down, i, SI, H));
+    if (!n.shared_expert_gate.empty()) {
+      HF2PTE_ASSIGN_OR_RETURN(ValueId g, b.weight(layer_name(n.shared_expert_gate, i), {1, H}));
+      m.shared_gate = g;
+    }
   }
   return m;
+}
+
+/// Layers below first_k_dense_replace are dense in a MoE model (DeepSeek-V3).
+bool is_moe_layer(const ArchTraits& arch, const LlamaFamilyConfig& c, int64_t i) {
+  return !arch.names.router.empty() && i >= c.first_k_dense_replace;
 }
 
 Result<LayerWeights> load_layer(BlockBuilder& b, const ArchTraits& arch, const LlamaFamilyConfig& c, int64_t i) {
@@ -82,10 +151,18 @@ Result<LayerWeights> load_layer(BlockBuilder& b, const ArchTraits& arch, const L
   HF2PTE_ASSIGN_OR_RETURN(w.post_attn_norm, optional_norm(b, n.post_attn_norm, i, H, nk));
   HF2PTE_ASSIGN_OR_RETURN(w.ffn_norm, optional_norm(b, n.ffn_norm, i, H, nk));
   HF2PTE_ASSIGN_OR_RETURN(w.post_ffn_norm, optional_norm(b, n.post_ffn_norm, i, H, nk));
+  if (c.mla) {
+    // DeepSeek: latent attention replaces q/k/v; o_proj reads heads * v_head_dim.
+    HF2PTE_ASSIGN_OR_RETURN(LatentAttentionWeights mla, load_latent_attention(b, arch, c, i));
+    w.mla = std::move(mla);
+    HF2PTE_ASSIGN_OR_RETURN(w.o, b.linear_weights(layer_name(n.o, i), H, c.num_attention_heads * c.mla->v_head_dim, o_bias));
+  }
   const bool full_width = arch.qk_norm == QkNormScope::kFullWidth;
   HF2PTE_ASSIGN_OR_RETURN(w.q_norm, optional_norm(b, n.q_norm, i, full_width ? qd : hd, nk));
   HF2PTE_ASSIGN_OR_RETURN(w.k_norm, optional_norm(b, n.k_norm, i, full_width ? kvd : hd, nk));
-  if (!n.qkv.empty() && (arch.qkv_per_head || arch.conv1d_weights)) {
+  if (c.mla) {
+    // loaded above
+  } else if (!n.qkv.empty() && (arch.qkv_per_head || arch.conv1d_weights)) {
     // Kept as one linear and sliced at runtime: per-head rows cannot be split by
     // row ranges, and Conv1D's [in, out] blocks are columns.
     HF2PTE_ASSIGN_OR_RETURN(LinearWeights f, b.linear_weights(layer_name(n.qkv, i), qd + 2 * kvd, H, qkv_bias));
@@ -104,8 +181,14 @@ Result<LayerWeights> load_layer(BlockBuilder& b, const ArchTraits& arch, const L
     HF2PTE_ASSIGN_OR_RETURN(w.k, b.linear_weights(layer_name(n.k, i), kvd, H, qkv_bias));
     HF2PTE_ASSIGN_OR_RETURN(w.v, b.linear_weights(layer_name(n.v, i), kvd, H, qkv_bias));
   }
-  HF2PTE_ASSIGN_OR_RETURN(w.o, b.linear_weights(layer_name(n.o, i), H, qd, o_bias));
-  if (!n.router.empty()) {
+  if (!c.mla) {
+    HF2PTE_ASSIGN_OR_RETURN(w.o, b.linear_weights(layer_name(n.o, i), H, qd, o_bias));
+  }
+  if (!n.sinks.empty()) {
+    HF2PTE_ASSIGN_OR_RETURN(ValueId sinks, b.weight(layer_name(n.sinks, i), {c.num_attention_heads}));
+    w.sinks = sinks;
+  }
+  if (is_moe_layer(arch, c, i)) {
     HF2PTE_ASSIGN_OR_RETURN(MoeWeights m, load_moe(b, arch, c, i));
     w.moe = std::move(m);
   } else if (!n.gate_up.empty()) {
@@ -145,6 +228,10 @@ struct LayerInputs {
 Result<ValueId> attention_block(BlockBuilder& b, const ArchTraits& arch, const LlamaFamilyConfig& c,
                                 const LayerWeights& w, const Shared& sh, const LayerInputs& in, ValueId h,
                                 const std::string& p) {
+  if (w.mla) {
+    LatentAttentionInputs li{sh.S, sh.cache_position, sh.max_seq_len, sh.kv_cache, sh.end, in.cos, in.sin, in.mask};
+    return latent_attention(b, c, *w.mla, w.o, li, h, p);
+  }
   Graph& g = b.graph();
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
   const SymInt& S = sh.S;
@@ -217,15 +304,29 @@ Result<ValueId> attention_block(BlockBuilder& b, const ArchTraits& arch, const L
   // Gemma 2/3 scale by query_pre_attn_scalar^-0.5 instead of head_dim^-0.5; Granite by attention_multiplier.
   ao.scale = c.attention_multiplier.value_or(1.0 / std::sqrt(c.query_pre_attn_scalar.value_or(double(hd))));
   ao.softcap = c.attn_logit_softcapping;
+  ao.sinks = w.sinks;
   HF2PTE_ASSIGN_OR_RETURN(ValueId attn, b.attention(q, k_cache, v_cache, in.mask, ao, p + ".attn.sdpa"));
   HF2PTE_ASSIGN_OR_RETURN(attn, b.op(OpId::PermuteCopyOut, {attn, heads_first}, p + ".attn.out_t"));
   HF2PTE_ASSIGN_OR_RETURN(attn, b.op(OpId::ViewCopyOut, {attn, IntList{S, nh * hd}}, p + ".attn.merge"));
   return b.linear(attn, w.o, p + ".attn.o_proj");
 }
 
-Result<ValueId> mlp_block(BlockBuilder& b, const LlamaFamilyConfig& c, const LayerWeights& w, ValueId h,
-                          const std::string& p) {
-  if (w.moe) return b.moe(h, *w.moe, MoeOptions{c.num_experts_per_tok, c.hidden_act, c.norm_topk_prob}, p + ".moe");
+MoeOptions moe_options(const ArchTraits& arch, const LlamaFamilyConfig& c) {
+  MoeOptions o;
+  o.top_k = c.num_experts_per_tok;
+  o.activation = c.hidden_act;
+  o.normalize_top_k = c.norm_topk_prob;
+  o.router = arch.router;
+  o.n_group = c.n_group;
+  o.topk_group = c.topk_group;
+  o.routed_scaling_factor = c.routed_scaling_factor;
+  if (arch.clamped_swiglu) o.swiglu_limit = c.swiglu_limit;
+  return o;
+}
+
+Result<ValueId> mlp_block(BlockBuilder& b, const ArchTraits& arch, const LlamaFamilyConfig& c, const LayerWeights& w,
+                          ValueId h, const std::string& p) {
+  if (w.moe) return b.moe(h, *w.moe, moe_options(arch, c), p + ".moe");
   if (w.mlp.gate.weight >= 0) return b.gated_mlp(h, w.mlp, c.hidden_act, p + ".mlp");
   // Plain MLP (Phi fc1/fc2, GPT-NeoX dense_h_to_4h/dense_4h_to_h): down(act(up(x))).
   HF2PTE_ASSIGN_OR_RETURN(ValueId up, b.linear(h, w.mlp.up, p + ".mlp.up_proj"));
@@ -261,7 +362,7 @@ Result<ValueId> decoder_layer(BlockBuilder& b, const ArchTraits& arch, const Lla
   if (w.ffn_norm) {
     HF2PTE_ASSIGN_OR_RETURN(mlp_in, b.norm(x, *w.ffn_norm, no, p + ".ffn_norm"));
   }
-  HF2PTE_ASSIGN_OR_RETURN(ValueId m, mlp_block(b, c, w, mlp_in, p));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId m, mlp_block(b, arch, c, w, mlp_in, p));
   if (w.post_ffn_norm) {
     HF2PTE_ASSIGN_OR_RETURN(m, b.norm(m, *w.post_ffn_norm, no, p + ".post_ffn_norm"));
   }
@@ -304,9 +405,15 @@ Status check_supported(const ArchTraits& arch, const LlamaFamilyConfig& c, int64
   if (!arch.names.router.empty()) {
     HF2PTE_CHECK_OR_RETURN(c.num_experts > 0, kInvalidInput, "config.json: {} needs num_experts > 0; got {}",
                            arch.model_type, c.num_experts);
-    HF2PTE_CHECK_OR_RETURN(arch.names.shared_gate.empty() || c.shared_expert_intermediate_size > 0, kInvalidInput,
-                           "config.json: {} needs shared_expert_intermediate_size > 0; got {}", arch.model_type,
-                           c.shared_expert_intermediate_size);
+    HF2PTE_CHECK_OR_RETURN(arch.names.shared_gate.empty() || c.shared_expert_intermediate_size > 0 ||
+                               c.n_shared_experts > 0,
+                           kInvalidInput, "config.json: {} needs shared_expert_intermediate_size > 0; got {}",
+                           arch.model_type, c.shared_expert_intermediate_size);
+    HF2PTE_CHECK_OR_RETURN(!arch.clamped_swiglu || c.swiglu_limit, kInvalidInput,
+                           "config.json: {} needs swiglu_limit", arch.model_type);
+    HF2PTE_CHECK_OR_RETURN(c.num_experts_per_tok <= c.topk_group * (c.num_experts / c.n_group), kInvalidInput,
+                           "config.json: num_experts_per_tok {} exceeds the experts of topk_group {} groups ({} each)",
+                           c.num_experts_per_tok, c.topk_group, c.num_experts / c.n_group);
     HF2PTE_CHECK_OR_RETURN(c.decoder_sparse_step == 1 && c.mlp_only_layers.empty(), kNotSupported,
                            "config.json: dense layers in a MoE model (decoder_sparse_step {}, mlp_only_layers of {}) "
                            "are not supported yet; expected every layer MoE",
@@ -532,6 +639,7 @@ Result<BuiltModel> build_model(Checkpoint& ckpt, const BuildOptions& options) {
     return make_error(ErrorCode::kNotSupported, "unsupported model_type '{}'; supported: {} ({})", model_type,
                       supported_model_types(), where);
   }
+  if (arch->mixer == MixerKind::kSelectiveScan) return build_mamba(*arch, ckpt, options);
   HF2PTE_ASSIGN_OR_RETURN(LlamaFamilyConfig c, parse_llama_family_config(cfg, where));
   return build_causal_lm(*arch, c, ckpt, options);
 }

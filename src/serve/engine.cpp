@@ -171,7 +171,9 @@ void Engine::admit(std::shared_ptr<Job> job) {
   size_t best_lcp = 0;
   for (auto& s : slots_) {
     if (s.job) continue;
-    const size_t lcp = common_prefix(s.cached, job->spec_.prompt);
+    size_t lcp = common_prefix(s.cached, job->spec_.prompt);
+    // A recurrent state is the state after all of `cached`: usable only whole.
+    if (gen_->has_recurrent_state() && lcp != s.cached.size()) lcp = 0;
     if (best == nullptr || lcp > best_lcp || (lcp == best_lcp && s.last_used < best->last_used)) {
       best = &s;
       best_lcp = lcp;
@@ -180,7 +182,8 @@ void Engine::admit(std::shared_ptr<Job> job) {
   Slot& s = *best;  // admit runs only with a free slot
   const auto& prompt = job->spec_.prompt;
   // At least the last prompt token runs, for the logits of the first new one.
-  const size_t reuse = std::min(best_lcp, prompt.size() - 1);
+  size_t reuse = std::min(best_lcp, prompt.size() - 1);
+  if (gen_->has_recurrent_state() && reuse != best_lcp) reuse = 0;  // cannot rewind a recurrent state
   s.cached.resize(reuse);
   s.pos = int64_t(reuse);
   s.prefilling = true;

@@ -3,6 +3,8 @@
 // promotion. Float arithmetic follows ATen: add/sub/mul/div in float32;
 // transcendental ops are evaluated in double and rounded once.
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "kernels/portable/elementwise.h"
 #include "kernels/portable/kernels.h"
@@ -206,6 +208,38 @@ Status TanhOut(rt::KernelContext&, std::span<rt::EValue*> args) {
 
 Status ErfOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   return unary_float(OpId::ErfOut, args, [](double v) { return std::erf(v); });
+}
+
+Status ExpOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  return unary_float(OpId::ExpOut, args, [](double v) { return std::exp(v); });
+}
+
+Status Log1pOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  return unary_float(OpId::Log1pOut, args, [](double v) { return std::log1p(v); });
+}
+
+// clamp(x, min, max): either bound may be None; NaN stays NaN as in ATen
+// (min then max, so min > max gives max everywhere, as upstream does).
+Status ClampOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  constexpr OpId op = OpId::ClampOut;
+  HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * x, r.tensor(0));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(3));
+  HF2PTE_RETURN_IF_ERROR(check_standard(*x, op, "self"));
+  std::optional<double> bound[2];
+  for (size_t i = 0; i < 2; ++i) {
+    if (r.raw(1 + i)->tag == rt::Tag::kNone) continue;
+    HF2PTE_ASSIGN_OR_RETURN(ScalarArg s, r.scalar(1 + i));
+    bound[i] = s.as_double();
+  }
+  const float lo = bound[0] ? float(*bound[0]) : -std::numeric_limits<float>::infinity();
+  const float hi = bound[1] ? float(*bound[1]) : std::numeric_limits<float>::infinity();
+  HF2PTE_RETURN_IF_ERROR(map_unary<float>(op, *x, *out, [&](float v) {
+    if (std::isnan(v)) return v;
+    return std::min(std::max(v, lo), hi);
+  }));
+  r.set_return(3);
+  return Status::ok();
 }
 
 Status PowTensorScalarOut(rt::KernelContext&, std::span<rt::EValue*> args) {

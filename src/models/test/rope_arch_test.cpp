@@ -209,21 +209,32 @@ TEST(ArchTable, RowsAreUniqueAndFindable) {
     EXPECT_TRUE(types.insert(a.model_type).second) << a.model_type;
     EXPECT_EQ(find_architecture(a.model_type), &a);
     EXPECT_FALSE(a.architecture.empty());
-    // A MoE row names all expert tensors; a fused qkv per head needs a fused tensor.
+    // A MoE row names all expert tensors (per expert, or fused gate_up + down);
+    // a fused qkv per head needs a fused tensor.
     if (!a.names.router.empty()) {
-      EXPECT_FALSE(a.names.expert_gate.empty() || a.names.expert_up.empty() || a.names.expert_down.empty());
+      const bool per_expert = !a.names.expert_gate.empty() && !a.names.expert_up.empty() && !a.names.expert_down.empty();
+      const bool fused = !a.names.fused_expert_gate_up.empty() && !a.names.fused_expert_down.empty();
+      EXPECT_TRUE(per_expert != fused) << a.model_type;
+    }
+    // Latent attention names all its tensors; a clamped SwiGLU belongs to a MoE row.
+    if (!a.names.kv_a.empty()) {
+      EXPECT_FALSE(a.names.kv_a_norm.empty() || a.names.kv_b.empty() || a.names.q_a.empty() || a.names.q_b.empty())
+          << a.model_type;
+    }
+    if (a.clamped_swiglu) {
+      EXPECT_FALSE(a.names.router.empty()) << a.model_type;
     }
     if (a.qkv_per_head) {
       EXPECT_FALSE(a.names.qkv.empty());
     }
-    // A shared expert names all four tensors and belongs to a MoE row.
+    // A shared expert names its three tensors and belongs to a MoE row (the
+    // sigmoid gate is optional: Qwen2-MoE has one, DeepSeek-V3 does not).
     if (!a.names.shared_gate.empty()) {
-      EXPECT_FALSE(a.names.router.empty() || a.names.shared_up.empty() || a.names.shared_down.empty() ||
-                   a.names.shared_expert_gate.empty());
+      EXPECT_FALSE(a.names.router.empty() || a.names.shared_up.empty() || a.names.shared_down.empty());
     }
   }
   for (auto t : {"llama", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2", "phi", "gpt_neox", "mixtral", "qwen3_moe",
-                 "granite", "smollm3", "stablelm", "starcoder2", "qwen2_moe"}) {
+                 "granite", "smollm3", "stablelm", "starcoder2", "qwen2_moe", "gpt_oss", "deepseek_v3", "mamba"}) {
     EXPECT_NE(find_architecture(t), nullptr) << t;
   }
   EXPECT_NE(find_architecture("gpt2"), nullptr);

@@ -270,6 +270,24 @@ TEST_P(ElementwiseTest, TanhAndErf) {
                       "out has dtype i64");
 }
 
+TEST_P(ElementwiseTest, ExpLog1pAndClamp) {
+  auto* e = a.out(kF32, {4});
+  HF2PTE_EXPECT_OK(run("aten::exp.out", {a.tensor<float>({4}, {0, 1, -100, 100}), e, e}));
+  EXPECT_TRUE(tensor_matches<float>(e, {4}, {1, 2.7182817f, 3.7200760e-44f, kInf}, tol()));
+  auto* l = a.out(kF32, {3});
+  // log1p keeps precision near 0 where log(1 + x) would round to 0.
+  HF2PTE_EXPECT_OK(run("aten::log1p.out", {a.tensor<float>({3}, {0, 1e-10f, 1.7182817f}), l, l}));
+  EXPECT_TRUE(tensor_matches<float>(l, {3}, {0, 1e-10f, 1}, tol()));
+
+  auto* c = a.out(kF32, {5});
+  HF2PTE_EXPECT_OK(run("aten::clamp.out", {a.tensor<float>({5}, {-3, -1, 0.5f, 2, std::nanf("")}), a.d(-1.5), a.d(1.5), c, c}));
+  EXPECT_TRUE(tensor_matches<float>(c, {5}, {-1.5f, -1, 0.5f, 1.5f, std::nanf("")}, tol()));
+  // Either bound may be None (gpt-oss clamps the gate from above only).
+  auto* up = a.out(kF32, {3});
+  HF2PTE_EXPECT_OK(run("aten::clamp.out", {a.tensor<float>({3}, {-30, 1, 7}), a.none(), a.i(2), up, up}));
+  EXPECT_TRUE(tensor_matches<float>(up, {3}, {-30, 1, 2}, tol()));
+}
+
 TEST_P(ElementwiseTest, PowTensorScalar) {
   auto* out = a.out(kF32, {3});
   HF2PTE_EXPECT_OK(run("aten::pow.Tensor_Scalar_out",
