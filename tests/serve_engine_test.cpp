@@ -171,6 +171,50 @@ TEST_P(ServeEngine, StopStringsCancelAndAFullQueue) {
   EXPECT_EQ((*e)->submit(greedy_job(prompt, 5)).status().code(), ErrorCode::kCancelled);
 }
 
+// A recurrent state (Mamba) holds the state after everything the slot ran, so
+// a prompt sharing only part of that is prefilled from scratch, and one that
+// extends all of it continues from the state; both give generate's text.
+TEST(ServeEngineRecurrent, ReusesOnlyTheWholeState) {
+  exp::ExportRequest req;
+  req.model_dir = test::repo_path("tests/data/fixtures/mamba");
+  req.output_path = test::temp_dir("serve-mamba") + "/model.pte";
+  ASSERT_TRUE(exp::export_model(req).is_ok());
+  ASSERT_TRUE(xnn::register_xnnpack_backend().is_ok());
+  auto program = rt::Program::load(req.output_path);
+  ASSERT_TRUE(program.is_ok()) << program.status().message();
+  // The fixture has no tokenizer: text through stories260K's (its 512 ids cover the 320).
+  auto tok = llm::Tokenizer::load(test::repo_path("models/stories260K"));
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  Loaded m{*program, std::shared_ptr<const llm::Tokenizer>(std::move(*tok))};
+  auto gen = llm::TextGenerator::create(m.program, optimized_registry());
+  ASSERT_TRUE(gen.is_ok());
+  EXPECT_TRUE((*gen)->has_recurrent_state());
+
+  const auto first = test::as_longs(test::load_npy(req.model_dir + "/input_ids.npy"));
+  auto e = Engine::create(m.program, optimized_registry(), m.tok, EngineOptions{1, 4, 256});
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  auto a = (*e)->submit(greedy_job(first, 12));
+  ASSERT_TRUE(a.is_ok());
+  EXPECT_EQ(wait_text(**a), reference_text(m, first, 12));
+  // Shares 6 tokens with the slot's state: no reuse.
+  std::vector<int64_t> partial(first.begin(), first.begin() + 6);
+  partial.push_back(7);
+  auto b = (*e)->submit(greedy_job(partial, 8));
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(wait_text(**b), reference_text(m, partial, 8));
+  EXPECT_EQ((*b)->timings().reused_tokens, 0);
+  // Extends everything the slot ran: continues from the state.
+  std::vector<int64_t> whole = partial;
+  auto b_ids = (*gen)->generate(partial, [] { llm::GenerationConfig c; c.max_new_tokens = 8; return c; }(), nullptr, nullptr);
+  ASSERT_TRUE(b_ids.is_ok());
+  whole.insert(whole.end(), b_ids->begin(), b_ids->end());
+  whole.push_back(9);
+  auto c = (*e)->submit(greedy_job(whole, 8));
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(wait_text(**c), reference_text(m, whole, 8));
+  EXPECT_GE((*c)->timings().reused_tokens, int64_t(partial.size()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Caches, ServeEngine, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "planned" : "caller_owned"; });
 

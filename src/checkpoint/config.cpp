@@ -186,8 +186,9 @@ const Defaults kDefaults[] = {
      .rope_theta = 150000.0, .attention_bias = true, .num_experts = 128, .num_experts_per_tok = 4,
      .swiglu_limit = 7.0, .default_rope_scaling = R"({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
      "beta_slow": 1.0, "truncate": false, "original_max_position_embeddings": 4096})"}},
-    // DeepseekV3Config (4.55.0): 128 heads (no GQA), 256 routed experts in 8 groups, top-4 groups, top-8.
-    {"deepseek_v3", 128, 4096, 1e-6, 0, 1, kNone, SlidingRule::kNever, kNone, kNone, {.num_experts = 256,
+    // DeepseekV3Config (4.55.0): 128 heads (no GQA), 256 routed experts in 8 groups, top-4 groups, top-8;
+    // head_dim is set to qk_rope_head_dim (HF does the same), so hidden need not divide by heads.
+    {"deepseek_v3", 128, 4096, 1e-6, 0, 1, kNone, SlidingRule::kNever, kNone, kNone, {.head_dim = 64, .num_experts = 256,
      .num_experts_per_tok = 8, .moe_intermediate_size = 2048, .deepseek_keys = true}},
 };
 

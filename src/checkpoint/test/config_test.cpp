@@ -379,5 +379,66 @@ TEST(LlamaFamilyConfig, ValidationErrors) {
   EXPECT_NE(parse_error(json::array()).message().find("expected a JSON object, got array"), std::string::npos);
 }
 
+// gpt-oss, DeepSeek-V3 and Mamba: the 4.55 class defaults and the new keys.
+TEST(LlamaFamilyConfig, SecondWaveDefaults) {
+  json oss_config = minimal("gpt_oss");
+  oss_config["num_attention_heads"] = 16;  // the class default is 8 kv heads
+  auto oss = parse_llama_family_config(oss_config, kWhere);
+  ASSERT_TRUE(oss.is_ok()) << oss.status().message();
+  EXPECT_EQ(oss->head_dim, 64);
+  EXPECT_EQ(oss->num_experts, 128);
+  EXPECT_EQ(oss->num_experts_per_tok, 4);
+  ASSERT_TRUE(oss->swiglu_limit.has_value());
+  EXPECT_EQ(*oss->swiglu_limit, 7.0);
+  EXPECT_TRUE(oss->attention_bias);
+  // No rope_scaling key: GptOssConfig's own yarn dict; layers alternate, sliding first.
+  EXPECT_EQ(oss->rope_scaling.value("rope_type", ""), "yarn");
+  EXPECT_EQ(oss->rope_scaling.value("factor", 0.0), 32.0);
+  EXPECT_FALSE(oss->rope_scaling.value("truncate", true));
+  ASSERT_EQ(oss->layer_types.size(), 2u);
+  EXPECT_EQ(oss->layer_types[0], AttentionKind::kSliding);
+  EXPECT_EQ(oss->layer_types[1], AttentionKind::kFull);
+  EXPECT_EQ(oss->sliding_window, 128);
+  // An explicit null means no scaling at all.
+  json plain = oss_config;
+  plain["rope_scaling"] = nullptr;
+  EXPECT_TRUE(parse_llama_family_config(plain, kWhere)->rope_scaling.is_null());
+
+  json ds = minimal("deepseek_v3");
+  ds["num_attention_heads"] = 128;  // the class default is 128 kv heads (MLA has no GQA)
+  auto v3 = parse_llama_family_config(ds, kWhere);
+  ASSERT_TRUE(v3.is_ok()) << v3.status().message();
+  ASSERT_TRUE(v3->mla.has_value());
+  EXPECT_EQ(v3->mla->q_lora_rank, 1536);
+  EXPECT_EQ(v3->mla->kv_lora_rank, 512);
+  EXPECT_EQ(v3->head_dim, 64);  // HF's head_dim is the rope width
+  EXPECT_EQ(v3->num_experts, 256);
+  EXPECT_EQ(v3->n_group, 8);
+  EXPECT_EQ(v3->topk_group, 4);
+  EXPECT_EQ(v3->routed_scaling_factor, 2.5);
+  EXPECT_EQ(v3->first_k_dense_replace, 3);
+  EXPECT_EQ(v3->num_key_value_heads, 128);
+  ds["q_lora_rank"] = nullptr;  // V2-Lite: a plain q_proj
+  EXPECT_EQ(parse_llama_family_config(ds, kWhere)->mla->q_lora_rank, 0);
+  ds["n_routed_experts"] = 12;  // not a multiple of 8 groups
+  EXPECT_NE(parse_error(ds).message().find("n_routed_experts must be a multiple of n_group"), std::string::npos)
+      << parse_error(ds).message();
+  ds["n_routed_experts"] = 8;  // groups of 1: no best two
+  EXPECT_NE(parse_error(ds).message().find("at least 2 experts"), std::string::npos) << parse_error(ds).message();
+  ds["n_routed_experts"] = 16;
+  ds["qk_rope_head_dim"] = 7;
+  EXPECT_NE(parse_error(ds).message().find("'qk_rope_head_dim' must be even"), std::string::npos);
+
+  auto mamba = parse_mamba_config(json{{"model_type", "mamba"}, {"hidden_size", 40}}, kWhere);
+  ASSERT_TRUE(mamba.is_ok()) << mamba.status().message();
+  EXPECT_EQ(mamba->intermediate_size, 80);  // expand 2
+  EXPECT_EQ(mamba->time_step_rank, 3);      // "auto": ceil(40 / 16)
+  EXPECT_EQ(mamba->state_size, 16);
+  EXPECT_TRUE(mamba->tie_word_embeddings);
+  auto gelu = parse_mamba_config(json{{"model_type", "mamba"}, {"hidden_act", "gelu"}}, kWhere);
+  EXPECT_EQ(gelu.status().code(), ErrorCode::kNotSupported);
+  EXPECT_NE(gelu.status().message().find("'gelu'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hf2pte

@@ -347,6 +347,32 @@ TEST(RuleTest, SdpaWithFloatMaskAndDefaultScale) {
                                                     random_tensor(ScalarType::kFloat, {3, 5}, 14)});
 }
 
+// The ops gpt-oss and Mamba added (exp, log1p, clamp) are kernel ops: no rule
+// touches them, and the reference interpreter runs them as ATen defines them.
+TEST(RuleTest, ScanAndClampOpsAreKernelOps) {
+  Graph g;
+  auto x = g.add_input("x", TensorType{ScalarType::kFloat, {4}, {}});
+  auto e = *g.add(OpId::ExpOut, {x}, "exp");
+  auto l = *g.add(OpId::Log1pOut, {e}, "softplus");
+  auto c = *g.add(OpId::ClampOut, {l, graph::None{}, 1.0}, "clamped");
+  g.set_outputs({c});
+  auto counts = rewrite_to_fixed_point(g, decomposition_rules(Backend::kPortable));
+  ASSERT_TRUE(counts.is_ok());
+  EXPECT_TRUE(counts->empty());
+  EXPECT_EQ(g.nodes().size(), 3u);
+  HostTensor in{ScalarType::kFloat, {4}, {}};
+  in.bytes.resize(16);
+  const float xs[4] = {-20, 0, 0.5f, 3};
+  std::memcpy(in.bytes.data(), xs, 16);
+  GraphInterpreter ref(g, portable_registry());
+  auto out = ref.run({in});
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  for (int i = 0; i < 4; ++i) {
+    const double softplus = std::log1p(std::exp(double(xs[i])));
+    EXPECT_NEAR((*out)[0].data<float>()[i], std::min(softplus, 1.0), 1e-6) << i;
+  }
+}
+
 TEST(RuleTest, RulesLeaveKernelOpsAlone) {
   Graph g;
   auto x = g.add_input("x", TensorType{ScalarType::kFloat, {4}, {}});

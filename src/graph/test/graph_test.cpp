@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+#include "graph/constant.h"
 #include "graph/graph.h"
 #include "graph/shapes.h"
 
@@ -59,6 +62,71 @@ TEST(Shapes, BroadcastAndSlice) {
   auto sl = g.add(OpId::SliceCopyTensorOut, {x, int64_t{1}, SymInt(-4), None{}}, "tail");
   ASSERT_TRUE(sl.is_ok()) << sl.status().message();
   EXPECT_EQ(g.type(*sl).str(), "f32[2, 4]");
+}
+
+TEST(Shapes, ScanAndRoutingOps) {
+  Graph g;
+  SymInt s = g.add_dim("s", 1, 8);
+  ValueId x = g.add_input("x", TensorType{ScalarType::kFloat, {s, 3}, {}});
+  ValueId i = g.add_input("i", TensorType{ScalarType::kLong, {s}, {}});
+  for (OpId op : {OpId::ExpOut, OpId::Log1pOut}) {
+    auto y = g.add(op, {x}, "y");
+    ASSERT_TRUE(y.is_ok()) << y.status().message();
+    EXPECT_EQ(g.type(*y).str(), "f32[s, 3]");
+    auto yi = g.add(op, {i}, "yi");  // integer inputs give float results, as ATen's
+    ASSERT_TRUE(yi.is_ok()) << yi.status().message();
+    EXPECT_EQ(g.type(*yi).str(), "f32[s]");
+  }
+  auto c = g.add(OpId::ClampOut, {x, None{}, 1.5}, "c");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(g.type(*c).str(), "f32[s, 3]");
+}
+
+// The recipe's 2-D view: rows of row_width, a block, picked rows and columns,
+// transposed, reshaped; and its transposed() twin is the exact transpose.
+TEST(ConstantRecipe, PicksRowsAndColumnsThenTransposes) {
+  std::vector<float> src(2 * 3 * 4);  // [2, 3, 4]: element (e, r, c) = 100 e + 10 r + c
+  for (int e = 0; e < 2; ++e)
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 4; ++c) src[size_t(e * 12 + r * 4 + c)] = float(100 * e + 10 * r + c);
+  auto bytes = std::make_shared<std::vector<float>>(src);
+  ConstantRecipe r;
+  r.source = TensorSource{"w", ScalarType::kFloat, {2, 3, 4},
+                          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size() * 4),
+                          bytes};
+  auto read = [](const ConstantData& c) {
+    std::vector<float> out;
+    EXPECT_TRUE(c.write([&](const void* p, size_t n) {
+                   const auto* f = static_cast<const float*>(p);
+                   out.insert(out.end(), f, f + n / 4);
+                   return Status::ok();
+                 }).is_ok());
+    return out;
+  };
+  // Expert 1's [3, 4] block, odd columns, transposed: [2, 3] = (c, r) -> 100 + 10 r + c.
+  r.row_width = 4;
+  r.row_begin = 3;
+  r.row_end = 6;
+  r.cols = {1, 3};
+  r.transpose = true;
+  ConstantData c = make_constant(r);
+  EXPECT_EQ(c.sizes, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(read(c), (std::vector<float>{101, 111, 121, 103, 113, 123}));
+  ASSERT_TRUE(static_cast<bool>(c.transposed));
+  ConstantData t = c.transposed();
+  EXPECT_EQ(t.sizes, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(read(t), (std::vector<float>{101, 103, 111, 113, 121, 123}));
+  EXPECT_NE(c.dedup_key, t.dedup_key);
+  // Picked rows in a given order, reshaped.
+  ConstantRecipe p;
+  p.source = r.source;
+  p.row_width = 4;
+  p.rows = {5, 0};
+  p.sizes = {1, 2, 4};
+  ConstantData q = make_constant(p);
+  EXPECT_EQ(q.sizes, (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(read(q), (std::vector<float>{120, 121, 122, 123, 0, 1, 2, 3}));
+  EXPECT_FALSE(static_cast<bool>(q.transposed));  // reshaped: no 2-D twin
 }
 
 }  // namespace
