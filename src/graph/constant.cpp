@@ -1,6 +1,7 @@
 #include "graph/constant.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -74,14 +75,15 @@ ConstantData make_constant(const ConstantRecipe& r) {
   if (!r.rows.empty()) c.origin += fmt::format(".rows[{}]", picks_text(r.rows));
   if (!r.cols.empty()) c.origin += fmt::format(".cols[{}]", picks_text(r.cols));
   if (r.transpose) c.origin += ".T";
+  if (r.map == ConstantRecipe::Map::kNegExp) c.origin = "-exp(" + c.origin + ")";
   if (r.dtype != r.source.dtype) c.origin += fmt::format(" as {}", scalar_type_name(r.dtype));
   // Picks are part of the identity: the full lists, not the abbreviated origin text.
   std::string picks;
   for (int64_t i : r.rows) picks += fmt::format("{},", i);
   picks += "|";
   for (int64_t i : r.cols) picks += fmt::format("{},", i);
-  c.dedup_key = fmt::format("{}:{}:{}:{}:{}:{}:{}", static_cast<const void*>(r.source.bytes.data()), r.row_width,
-                            row_begin, row_end, picks, r.transpose, int(r.dtype));
+  c.dedup_key = fmt::format("{}:{}:{}:{}:{}:{}:{}:{}", static_cast<const void*>(r.source.bytes.data()), r.row_width,
+                            row_begin, row_end, picks, r.transpose, int(r.dtype), int(r.map));
 
   if (c.sizes.size() == 2 && r.sizes.empty()) {
     ConstantRecipe t = r;
@@ -99,17 +101,22 @@ ConstantData make_constant(const ConstantRecipe& r) {
   const bool transpose = r.transpose;
   const ScalarType dst = r.dtype;
   const std::vector<int64_t> row_pick = r.rows, col_pick = r.cols;
+  const bool neg_exp = r.map == ConstantRecipe::Map::kNegExp;
   c.write = [=](const ConstantData::Sink& sink) -> Status {
     const uint8_t* base = src.bytes.data() + size_t(row_begin) * size_t(cols) * in_size;
     const size_t block_bytes = size_t(row_end - row_begin) * size_t(cols) * in_size;
     constexpr size_t kChunkBytes = 1 << 20;
     auto src_row = [&](int64_t i) { return row_pick.empty() ? i : row_pick[size_t(i)]; };
     auto src_col = [&](int64_t j) { return col_pick.empty() ? j : col_pick[size_t(j)]; };
+    auto load = [&](const uint8_t* p) {
+      const float v = load_element(p, src.dtype);
+      return neg_exp ? float(-std::exp(double(v))) : v;
+    };
     auto element = [&](int64_t i, int64_t j) {
-      return load_element(base + (size_t(src_row(i)) * size_t(cols) + size_t(src_col(j))) * in_size, src.dtype);
+      return load(base + (size_t(src_row(i)) * size_t(cols) + size_t(src_col(j))) * in_size);
     };
     if (!transpose && row_pick.empty() && col_pick.empty()) {
-      if (src.dtype == dst) {
+      if (src.dtype == dst && !neg_exp) {
         // Straight from the mapping, releasing pages behind us to keep RSS flat.
         constexpr size_t kCopyChunk = 16u << 20;
         for (size_t off = 0; off < block_bytes; off += kCopyChunk) {
@@ -125,7 +132,7 @@ ConstantData make_constant(const ConstantRecipe& r) {
       buf.resize(std::min(total, per_chunk) * out_size);
       for (size_t i = 0; i < total; i += per_chunk) {
         size_t n = std::min(per_chunk, total - i);
-        for (size_t j = 0; j < n; ++j) store_element(&buf[j * out_size], dst, load_element(base + (i + j) * in_size, src.dtype));
+        for (size_t j = 0; j < n; ++j) store_element(&buf[j * out_size], dst, load(base + (i + j) * in_size));
         HF2PTE_RETURN_IF_ERROR(sink(buf.data(), n * out_size));
         MappedFile::release_pages(base + i * in_size, n * in_size);
       }

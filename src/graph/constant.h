@@ -37,6 +37,9 @@ struct ConstantRecipe {
   std::vector<int64_t> cols;  ///< indices into the source columns, in output order; empty: all
   bool transpose = false; ///< write the [cols, rows] transpose of the picked block
   std::vector<int64_t> sizes;  ///< the result's shape (same element count); empty: the natural one
+  /// A per-element map applied while streaming, computed in double: kNegExp
+  /// writes -exp(w) (Mamba's A = -exp(A_log), a constant of the checkpoint).
+  enum class Map : uint8_t { kIdentity, kNegExp } map = Map::kIdentity;
   ScalarType dtype = ScalarType::kFloat;  ///< element type written (F32/F16/BF16 sources)
 };
 

@@ -52,6 +52,7 @@ Result<ValueId> BlockBuilder::weight_view(const std::string& name, const std::ve
   r.cols = view.cols;
   r.transpose = view.transpose;
   r.sizes = view.sizes;
+  r.map = view.map;
   r.dtype = dtype_;
   return g_.add_constant(name + "." + label, graph::make_constant(r));
 }

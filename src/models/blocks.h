@@ -92,6 +92,7 @@ struct WeightView {
   std::vector<int64_t> cols;
   bool transpose = false;
   std::vector<int64_t> sizes;
+  graph::ConstantRecipe::Map map = graph::ConstantRecipe::Map::kIdentity;
 };
 
 /// How a checkpoint stores its weights (see ArchTraits::conv1d_weights, optional_prefix).

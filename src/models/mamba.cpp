@@ -42,7 +42,7 @@ struct MambaLayer {
   LinearWeights in_x, in_z, x_dt, x_b, x_c, dt_proj, out_proj;
   std::vector<ValueId> conv_taps;  ///< K vectors [D]: conv1d.weight[:, 0, k]
   std::optional<ValueId> conv_bias;
-  ValueId a_log = -1, d_skip = -1;
+  ValueId a = -1, d_skip = -1;  ///< A = -exp(A_log) [D, N]; D [D]
 };
 
 Result<MambaLayer> load_layer(BlockBuilder& b, const MambaConfig& c, int64_t i) {
@@ -71,7 +71,9 @@ Result<MambaLayer> load_layer(BlockBuilder& b, const MambaConfig& c, int64_t i) 
   HF2PTE_ASSIGN_OR_RETURN(auto xp, b.split_rows(p + "mixer.x_proj.weight", {R + 2 * N, D}, {R, N, N}));
   w.x_dt.weight = xp[0], w.x_b.weight = xp[1], w.x_c.weight = xp[2];
   HF2PTE_ASSIGN_OR_RETURN(w.dt_proj, b.linear_weights(p + "mixer.dt_proj", D, R, true));
-  HF2PTE_ASSIGN_OR_RETURN(w.a_log, b.weight(p + "mixer.A_log", {D, N}));
+  // A = -exp(A_log), folded while streaming (HF computes it every call).
+  HF2PTE_ASSIGN_OR_RETURN(w.a, b.weight_view(p + "mixer.A_log", {D, N},
+                                             WeightView{.map = graph::ConstantRecipe::Map::kNegExp}, "neg_exp"));
   HF2PTE_ASSIGN_OR_RETURN(w.d_skip, b.weight(p + "mixer.D", {D}));
   HF2PTE_ASSIGN_OR_RETURN(w.out_proj, b.linear_weights(p + "mixer.out_proj", H, D, c.use_bias));
   return w;
@@ -149,10 +151,8 @@ Result<ValueId> mixer(BlockBuilder& b, const MambaConfig& c, const MambaLayer& w
   HF2PTE_ASSIGN_OR_RETURN(dt, softplus(b, dt, p + ".dt"));
 
   // Discretised per token: a = exp(dt A) and b = dt B xs, both [S, D, N].
-  HF2PTE_ASSIGN_OR_RETURN(ValueId a_mat, b.op(OpId::ExpOut, {w.a_log}, p + ".exp_a_log"));
-  HF2PTE_ASSIGN_OR_RETURN(a_mat, b.op(OpId::NegOut, {a_mat}, p + ".A"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId dt3, b.op(OpId::ViewCopyOut, {dt, IntList{S, D, 1}}, p + ".dt3"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId a, b.op(OpId::MulOut, {dt3, a_mat}, p + ".dt_a"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId a, b.op(OpId::MulOut, {dt3, w.a}, p + ".dt_a"));
   HF2PTE_ASSIGN_OR_RETURN(a, b.op(OpId::ExpOut, {a}, p + ".decay"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId xs3, b.op(OpId::ViewCopyOut, {xs, IntList{S, D, 1}}, p + ".xs3"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId dtx, b.op(OpId::MulOut, {dt3, xs3}, p + ".dt_x"));
@@ -181,9 +181,10 @@ Result<ValueId> mixer(BlockBuilder& b, const MambaConfig& c, const MambaLayer& w
     HF2PTE_ASSIGN_OR_RETURN(ValueId last, b.op(OpId::SliceCopyTensorOut, {hs, int64_t{0}, S - SymInt(1), S}, p + ".ssm_last"));
     HF2PTE_RETURN_IF_ERROR(g.add_node(OpId::IndexPut_, {state, OptTensorList{in.first_row}, last}, p + ".ssm_state_update").status());
   }
-  HF2PTE_ASSIGN_OR_RETURN(ValueId c3, b.op(OpId::ViewCopyOut, {cm, IntList{S, 1, N}}, p + ".c3"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId y, b.op(OpId::MulOut, {hs, c3}, p + ".readout"));
-  HF2PTE_ASSIGN_OR_RETURN(y, b.op(OpId::SumIntListOut, {y, IntList{-1}, false, graph::None{}}, p + ".y"));
+  // y_t = h_t C_t: per token a [D, N] x [N, 1] product.
+  HF2PTE_ASSIGN_OR_RETURN(ValueId c3, b.op(OpId::ViewCopyOut, {cm, IntList{S, N, 1}}, p + ".c3"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId y, b.op(OpId::BmmOut, {hs, c3}, p + ".readout"));
+  HF2PTE_ASSIGN_OR_RETURN(y, b.op(OpId::ViewCopyOut, {y, IntList{S, D}}, p + ".y"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId skip, b.op(OpId::MulOut, {xs, w.d_skip}, p + ".skip"));
   HF2PTE_ASSIGN_OR_RETURN(y, b.op(OpId::AddOut, {y, skip}, p + ".y_skip"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId gate, b.activation(z, "silu", p + ".gate"));

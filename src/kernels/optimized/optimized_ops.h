@@ -43,6 +43,10 @@ Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
 namespace hf2pte::kernels {
 
+/// aten::index_select.out with a 1-D i64 index on contiguous tensors: one memcpy per row.
+Status index_select_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+/// aten::exp.out on contiguous f32 (expf, threaded).
+Status exp_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 /// aten::index_put_ with one 1-D i64 index tensor (the KV-cache write): row
 /// memcpys (else portable).
 Status index_put_(rt::KernelContext& ctx, std::span<rt::EValue*> args);

@@ -27,6 +27,8 @@ constexpr std::array kOptimizedKernels{
     OptimizedKernel{OpId::IndexPut_, index_put_},
     OptimizedKernel{OpId::MulScalarOut, mul_scalar_out},
     OptimizedKernel{OpId::SliceCopyTensorOut, slice_copy_out},
+    OptimizedKernel{OpId::IndexSelectOut, index_select_out},
+    OptimizedKernel{OpId::ExpOut, exp_out},
 };
 
 }  // namespace

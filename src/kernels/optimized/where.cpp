@@ -31,6 +31,16 @@ Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
     fast = cond.size(d) == self.size(self.dim() - cond.dim() + d);
   }
   if (!fast || !out.resize(self.sizes()) || !out.is_contiguous()) return kernels::WhereSelfOut(ctx, args);
+  if (cond.numel() == 1) {  // one flag for the whole tensor (Mamba's "continue from the state")
+    float* y = out.data<float>();
+    if (*cond.data<bool>()) {
+      if (y != self.data<float>()) std::memcpy(y, self.data<float>(), size_t(self.numel()) * sizeof(float));
+    } else {
+      std::fill(y, y + self.numel(), *other.data<float>());
+    }
+    if (args[4] != args[3]) *args[4] = *args[3];
+    return Status::ok();
+  }
   const int64_t inner = cond.numel(), outer = self.numel() / inner;
   const bool* c = cond.data<bool>();
   const float* s = self.data<float>();

@@ -1,0 +1,75 @@
+// index_select with a 1-D i64 index on contiguous tensors: every (outer,
+// index) pair is one memcpy of the rows below `dim` (Mamba's scan shifts
+// [S, D, N] blocks by rows, the RoPE tables pick rows). Anything else, and
+// every out-of-range index (for its error), is the portable kernel's.
+#include <cmath>
+#include <cstring>
+
+#include "kernels/optimized/optimized_ops.h"
+#include "kernels/optimized/thread_pool.h"
+#include "kernels/portable/kernels.h"
+
+namespace hf2pte::kernels {
+
+// [self, dim, index, out, ret]
+Status index_select_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  if (args.size() != 5 || !args[0]->is_tensor() || !args[1]->is_int() || !args[2]->is_tensor() || !args[3]->is_tensor()) {
+    return kernels::IndexSelectOut(ctx, args);
+  }
+  const rt::Tensor& self = *args[0]->tensor;
+  const rt::Tensor& index = *args[2]->tensor;
+  rt::Tensor& out = *args[3]->tensor;
+  const int rank = self.dim();
+  int64_t dim = args[1]->i;
+  if (dim < 0) dim += rank;
+  if (rank == 0 || dim < 0 || dim >= rank || self.dtype() != out.dtype() || !self.is_contiguous() ||
+      self.raw_data() == nullptr || index.dtype() != ScalarType::kLong || index.dim() != 1 || !index.is_contiguous()) {
+    return kernels::IndexSelectOut(ctx, args);
+  }
+  const int64_t n = index.size(0), size_d = self.size(int(dim));
+  const int64_t* idx = index.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (idx[i] < -size_d || idx[i] >= size_d) return kernels::IndexSelectOut(ctx, args);
+  }
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  shape[size_t(dim)] = n;
+  if (!out.resize(shape) || !out.is_contiguous()) return kernels::IndexSelectOut(ctx, args);
+  int64_t outer = 1;
+  size_t row = element_size(self.dtype());
+  for (int64_t d = 0; d < dim; ++d) outer *= self.size(int(d));
+  for (int64_t d = dim + 1; d < rank; ++d) row *= size_t(self.size(int(d)));
+  const auto* src = static_cast<const uint8_t*>(self.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at = idx[i] < 0 ? idx[i] + size_d : idx[i];
+      std::memcpy(dst + size_t(o * n + i) * row, src + size_t(o * size_d + at) * row, row);
+    }
+  }
+  if (args[4] != args[3]) *args[4] = *args[3];
+  return Status::ok();
+}
+
+// exp on contiguous f32: float expf instead of the portable kernel's double
+// path (same result to float rounding), split over the pool's threads.
+Status exp_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  if (args.size() != 3 || !args[0]->is_tensor() || !args[1]->is_tensor()) return kernels::ExpOut(ctx, args);
+  const rt::Tensor& self = *args[0]->tensor;
+  rt::Tensor& out = *args[1]->tensor;
+  if (self.dtype() != ScalarType::kFloat || out.dtype() != ScalarType::kFloat || !self.is_contiguous() ||
+      self.raw_data() == nullptr) {
+    return kernels::ExpOut(ctx, args);
+  }
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  if (!out.resize(shape) || !out.is_contiguous()) return kernels::ExpOut(ctx, args);
+  const float* x = self.data<float>();
+  float* y = out.data<float>();
+  const int64_t n = self.numel();
+  parallel_for(n, 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = std::exp(x[i]);
+  });
+  if (args[2] != args[1]) *args[2] = *args[1];
+  return Status::ok();
+}
+
+}  // namespace hf2pte::kernels
