@@ -609,22 +609,26 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   HF2PTE_RETURN_IF_ERROR(ckpt.check_all_consumed());
 
   out.program.methods.push_back(std::move(g));
-  auto& m = out.program.constant_methods;
-  m["get_max_seq_len"] = max_seq_len;
-  m["get_max_context_len"] = max_seq_len;
-  m["get_vocab_size"] = V;
-  if (c.bos_token_id) m["get_bos_id"] = *c.bos_token_id;
-  if (!c.eos_token_ids.empty()) m["get_eos_ids"] = c.eos_token_ids;
+  set_llm_metadata(LlmMetadata{max_seq_len, V, c.num_hidden_layers, c.bos_token_id, c.eos_token_ids}, opt, &out);
+  out.program.constant_methods["get_n_kv_heads"] = c.num_key_value_heads;
+  out.program.constant_methods["get_head_dim"] = c.head_dim;
+  return out;
+}
+
+void set_llm_metadata(const LlmMetadata& md, const BuildOptions& opt, BuiltModel* out) {
+  auto& m = out->program.constant_methods;
+  m["get_max_seq_len"] = md.max_seq_len;
+  m["get_max_context_len"] = md.max_seq_len;
+  m["get_vocab_size"] = md.vocab_size;
+  if (md.bos_id) m["get_bos_id"] = *md.bos_id;
+  if (!md.eos_ids.empty()) m["get_eos_ids"] = md.eos_ids;
   m["use_kv_cache"] = opt.kv_cache;
   m["use_sdpa_with_kv_cache"] = false;
   m["enable_dynamic_shape"] = true;
-  m["get_n_layers"] = c.num_hidden_layers;
-  m["get_n_kv_heads"] = c.num_key_value_heads;
-  m["get_head_dim"] = c.head_dim;
-  m["get_model_type"] = out.model_type;
-  m["get_architecture"] = out.architecture;
+  m["get_n_layers"] = md.n_layers;
+  m["get_model_type"] = out->model_type;
+  m["get_architecture"] = out->architecture;
   m["get_exporter_version"] = opt.exporter_version;
-  return out;
 }
 
 Result<BuiltModel> build_model(Checkpoint& ckpt, const BuildOptions& options) {

@@ -278,22 +278,10 @@ Result<BuiltModel> build_mamba(const ArchTraits& arch, Checkpoint& ckpt, const B
   HF2PTE_RETURN_IF_ERROR(ckpt.check_all_consumed());
 
   out.program.methods.push_back(std::move(g));
-  auto& m = out.program.constant_methods;
-  m["get_max_seq_len"] = max_seq_len;
-  m["get_max_context_len"] = max_seq_len;
-  m["get_vocab_size"] = V;
-  if (c.bos_token_id) m["get_bos_id"] = *c.bos_token_id;
-  if (!c.eos_token_ids.empty()) m["get_eos_ids"] = c.eos_token_ids;
-  m["use_kv_cache"] = opt.kv_cache;
-  m["use_sdpa_with_kv_cache"] = false;
-  m["enable_dynamic_shape"] = true;
-  m["get_n_layers"] = c.num_hidden_layers;
+  set_llm_metadata(LlmMetadata{max_seq_len, V, c.num_hidden_layers, c.bos_token_id, c.eos_token_ids}, opt, &out);
   // The cache is a recurrent state: a call must continue exactly where the last
   // one ended (or start at 0); a runner must not rewind into it.
-  m["use_recurrent_state"] = true;
-  m["get_model_type"] = out.model_type;
-  m["get_architecture"] = out.architecture;
-  m["get_exporter_version"] = opt.exporter_version;
+  out.program.constant_methods["use_recurrent_state"] = true;
   return out;
 }
 

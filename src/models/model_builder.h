@@ -33,6 +33,17 @@ struct BuiltModel {
   std::vector<std::string> warnings;
 };
 
+/// The LLM contract's metadata constant methods (docs/llm-contract.md) that
+/// every decoder program carries.
+struct LlmMetadata {
+  int64_t max_seq_len = 0;
+  int64_t vocab_size = 0;
+  int64_t n_layers = 0;
+  std::optional<int64_t> bos_id;
+  std::vector<int64_t> eos_ids;
+};
+void set_llm_metadata(const LlmMetadata& md, const BuildOptions& opt, BuiltModel* out);
+
 /// Builds the program for the checkpoint's model_type (error lists the supported
 /// types), then checks that every checkpoint tensor was consumed or ignored.
 Result<BuiltModel> build_model(Checkpoint& ckpt, const BuildOptions& options);
