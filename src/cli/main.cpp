@@ -24,6 +24,7 @@
 #include "kernels/portable/kernels.h"
 #include "models/arch.h"
 #include "models/encoder.h"
+#include "models/vision.h"
 #include "pte/inspect.h"
 #include "pte/pte_file.h"
 #include "runtime/program.h"
@@ -363,6 +364,10 @@ int main(int argc, char** argv) {
         for (const auto& enc : models::all_encoder_architectures()) {  // encoder programs (docs/llm-contract.md)
           std::printf("%-14s %s, %s (encoder)\n", std::string(enc.model_type).c_str(), std::string(enc.mlm_class).c_str(),
                       std::string(enc.base_class).c_str());
+        }
+        for (const auto& v : models::all_vision_architectures()) {  // image classifiers (docs/vision.md)
+          std::printf("%-14s %-24s verified against reference fixture (image classifier)\n",
+                      std::string(v.model_type).c_str(), std::string(v.architecture).c_str());
         }
         throw CLI::Success();
       },

@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint.h"
 #include "export/validate.h"
 #include "models/encoder.h"
+#include "models/vision.h"
 #include "models/model_builder.h"
 
 namespace hf2pte::exp {
@@ -86,9 +87,11 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   bo.attend_written_only = req.config.attention_span == AttentionSpan::kWritten;
   bo.kv_cache = req.config.use_kv_cache;
   bo.exporter_version = fmt::format("hf2pte {}", HF2PTE_VERSION);
-  // Encoders (bert, roberta, xlm-roberta, distilbert) have their own builder and contract.
-  HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, models::is_encoder_checkpoint(ckpt) ? models::build_encoder(ckpt, bo)
-                                                                                         : models::build_model(ckpt, bo));
+  // Encoders (bert, roberta, xlm-roberta, distilbert) and image models have their own builders and contracts.
+  auto build = models::is_encoder_checkpoint(ckpt)  ? &models::build_encoder
+               : models::is_vision_checkpoint(ckpt) ? &models::build_vision
+                                                    : &models::build_model;
+  HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, build(ckpt, bo));
   for (const auto& w : built.warnings) if (req.on_warning) req.on_warning(w);
   HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(built.program, req.config));
   // Every program says how it was made.
