@@ -23,6 +23,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev                 # tests
   libpcre2-dev libutf8proc-dev libsentencepiece-dev  # tokenizers: regex, Unicode, tokenizer.model
   libcpp-httplib-dev                        # hf2pte serve: HTTP/1.1 server (docs/serve.md)
+  libpng-dev libjpeg62-turbo-dev            # classify / preprocess: PNG and JPEG decoding
   curl                                      # serve's end-to-end tests: the error cases
 )
 if [ "$sanitizer" -eq 1 ]; then
