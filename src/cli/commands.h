@@ -69,6 +69,23 @@ struct BenchArgs {
 CLI::App* add_bench_command(CLI::App& app, BenchArgs& a);
 int run_bench(const BenchArgs& a);
 
+struct ClassifyArgs {
+  std::string pte, image, processor;
+  int64_t top_k = 5;
+  int threads = 0;
+  bool json = false;
+};
+/// `hf2pte classify M.pte --image F [--top-k 5] [--processor DIR] [--json]`
+CLI::App* add_classify_command(CLI::App& app, ClassifyArgs& a);
+int run_classify(const ClassifyArgs& a);
+
+struct PreprocessArgs {
+  std::string image, processor, output;
+};
+/// `hf2pte preprocess --image F --processor DIR|M.pte -o OUT.npy`
+CLI::App* add_preprocess_command(CLI::App& app, PreprocessArgs& a);
+int run_preprocess(const PreprocessArgs& a);
+
 struct ServeArgs {
   std::string pte, host = "127.0.0.1", api_key, model_name, tokenizer, chat_template;
   int port = 8080, slots = 1, max_queue = 64, threads = 0;

@@ -394,6 +394,10 @@ int main(int argc, char** argv) {
   auto* bench = cli::add_bench_command(app, ba);
   cli::ServeArgs sa;
   auto* serve = cli::add_serve_command(app, sa);
+  cli::ClassifyArgs ca;
+  auto* classify = cli::add_classify_command(app, ca);
+  cli::PreprocessArgs pa;
+  auto* preprocess = cli::add_preprocess_command(app, pa);
 
   try {
     app.parse(argc, argv);
@@ -411,5 +415,7 @@ int main(int argc, char** argv) {
   if (*tokenize) return cli::run_tokenize(ta);
   if (*bench) return cli::run_bench(ba);
   if (*serve) return cli::run_serve(sa);
+  if (*classify) return cli::run_classify(ca);
+  if (*preprocess) return cli::run_preprocess(pa);
   return 2;
 }
