@@ -417,5 +417,49 @@ TEST(Cli, ServeRefusesBadInputWithOneLine) {
   expect_one_line_error(run_cli("serve " + dir + "/bert.pte", dir), "encoder");
 }
 
+// classify labels an image through the processor stored in the program;
+// preprocess writes exactly the fixture's pixel_values; bad input is one line.
+TEST(Cli, ClassifyAndPreprocessImages) {
+  auto dir = test::temp_dir("classify-cli");
+  const std::string vit = test::repo_path("tests/data/fixtures/vit");
+  const std::string pre = test::repo_path("tests/data/fixtures/vit-preprocess");
+  // The model folder with the processor next to it, as on the Hub.
+  fs::create_directories(dir + "/model");
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(vit + "/" + f, dir + "/model/" + f);
+  fs::copy_file(pre + "/preprocessor_config.json", dir + "/model/preprocessor_config.json");
+  ASSERT_EQ(run_cli("export " + dir + "/model -o " + dir + "/vit.pte --quiet", dir).exit_code, 0);
+  auto r = run_cli("classify " + dir + "/vit.pte --image " + pre + "/image.png --json --top-k 3", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["labels"].size(), 3u);
+  double last = 1.0;
+  for (const auto& l : j["labels"]) {
+    EXPECT_LE(l["probability"].get<double>(), last);
+    last = l["probability"].get<double>();
+  }
+  r = run_cli("preprocess --image " + pre + "/image.png --processor " + dir + "/vit.pte -o " + dir + "/px.npy", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto ours = test::as_floats(test::load_npy(dir + "/px.npy"));
+  auto ref = test::as_floats(test::load_npy(pre + "/pixel_values.npy"));
+  EXPECT_LE(test::max_abs_diff(ours, ref), 1e-6);
+  // The folder form of --processor gives the same tensor.
+  r = run_cli("preprocess --image " + pre + "/image.png --processor " + pre + " -o " + dir + "/px2.npy", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::as_floats(test::load_npy(dir + "/px2.npy")), ours);
+
+  {
+    std::ofstream(dir + "/truncated.png", std::ios::binary) << std::string(20, 'x');
+    std::ofstream(dir + "/text.png") << "not an image";
+  }
+  expect_one_line_error(run_cli("classify " + dir + "/vit.pte --image " + dir + "/text.png", dir), "not a PNG or JPEG");
+  expect_one_line_error(run_cli("classify " + dir + "/vit.pte --image " + dir + "/missing.png", dir), "missing.png");
+  expect_one_line_error(run_cli("classify " + dir + "/vit.pte --image " + pre + "/image.png --top-k 0", dir), "--top-k");
+  ASSERT_EQ(run_cli("export " + test::repo_path("models/stories260K") + " -o " + dir + "/lm.pte --quiet", dir).exit_code, 0);
+  expect_one_line_error(run_cli("classify " + dir + "/lm.pte --image " + pre + "/image.png", dir), "not an image classifier");
+  expect_one_line_error(run_cli("preprocess --image " + pre + "/image.png --processor " + dir + " -o " + dir + "/x.npy", dir),
+                        "preprocessor_config.json");
+  EXPECT_FALSE(fs::exists(dir + "/x.npy"));
+}
+
 }  // namespace
 }  // namespace hf2pte
