@@ -1,7 +1,8 @@
 // Image classifiers end to end against independent references
-// (tests/data/fixtures/vit: torchvision's VisionTransformer in float64,
-// cross-checked by timm): logits and last hidden state within 1e-4 through the
-// portable kernels, the optimized kernels and --backend xnnpack.
+// (tests/data/fixtures/vit, resnet-*: torchvision's VisionTransformer and
+// ResNet in float64, cross-checked by timm): logits, hidden states (and
+// ResNet's pooled output) within 1e-4 through the portable kernels, the
+// optimized kernels and --backend xnnpack.
 #include <gtest/gtest.h>
 
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
@@ -74,7 +75,9 @@ TEST_P(ImageFixture, OutputsMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, ImageFixture,
-    ::testing::Combine(::testing::Values(Case{"vit", {"logits.npy", "last_hidden_state.npy"}}),
+    ::testing::Combine(::testing::Values(Case{"vit", {"logits.npy", "last_hidden_state.npy"}},
+                                         Case{"resnet-basic", {"logits.npy", "last_hidden_state.npy", "pooler_output.npy"}},
+                                         Case{"resnet-bottleneck", {"logits.npy", "last_hidden_state.npy", "pooler_output.npy"}}),
                        ::testing::Values(exp::Backend::kPortable, exp::Backend::kXnnpack), ::testing::Bool()),
     [](const auto& info) {
       std::string n = std::get<0>(info.param).fixture;

@@ -138,7 +138,10 @@ int run_classify(const ClassifyArgs& a) {
   auto method = (*program)->load_method("forward", optimized_registry());
   if (!method) return fail(method.status());
   const auto meta = (*method)->input_meta(0);
-  if (meta.sizes != px->sizes) {
+  // Static programs (ViT) take exactly their size; fully convolutional ones (ResNet) up to a bound.
+  bool fits = meta.sizes.size() == 4 && meta.sizes[0] == 1 && meta.sizes[1] == px->sizes[1];
+  for (size_t d = 2; fits && d < 4; ++d) fits = meta.dynamism != rt::ShapeDynamism::kStatic ? px->sizes[d] <= meta.sizes[d] : px->sizes[d] == meta.sizes[d];
+  if (!fits) {
     return fail(make_error(ErrorCode::kInvalidArgument,
                            "the processor makes pixel_values [{}], the program takes [{}]; check --processor ({})",
                            fmt::join(px->sizes, ", "), fmt::join(meta.sizes, ", "), a.image));

@@ -133,6 +133,7 @@ Outs ErfOut(const Graph& g, const Args& a) { return unary(g, a, true); }
 Outs ExpOut(const Graph& g, const Args& a) { return unary(g, a, true); }
 Outs Log1pOut(const Graph& g, const Args& a) { return unary(g, a, true); }
 Outs ClampOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
+Outs MaximumOut(const Graph& g, const Args& a) { return binary(g, a, false, false); }
 Outs PowTensorScalarOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 Outs CloneOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 // The out is laid out in the requested dim order (None: contiguous).
@@ -581,7 +582,12 @@ Outs ConvolutionOut(const Graph& g, const Args& a) {
   std::vector<SymInt> sizes{x->sizes[0], w->sizes[0]};
   for (size_t i = 0; i < 2; ++i) {
     SymInt span = dilation[i] * (w->sizes[i + 2] - SymInt(1)) + SymInt(1);
-    sizes.push_back(floordiv(x->sizes[i + 2] + padding[i] * SymInt(2) - span, stride[i]) + SymInt(1));
+    // One constant offset (x + (2p - span)) when the window is static, so two
+    // convolutions that shrink a symbolic size alike give the same expression.
+    SymInt grown = span.is_constant() && padding[i].is_constant()
+                       ? x->sizes[i + 2] + SymInt(2 * padding[i].constant_value() - span.constant_value())
+                       : x->sizes[i + 2] + padding[i] * SymInt(2) - span;
+    sizes.push_back(floordiv(grown, stride[i]) + SymInt(1));
   }
   return one(like(*x, std::move(sizes), x->dtype));
 }

@@ -57,6 +57,58 @@ Result<ValueId> BlockBuilder::weight_view(const std::string& name, const std::ve
   return g_.add_constant(name + "." + label, graph::make_constant(r));
 }
 
+namespace {
+
+std::vector<double> to_doubles(const TensorRef& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint8_t* p = t.bytes.data() + i * element_size(t.dtype);
+    uint16_t h = 0;
+    float f = 0;
+    switch (t.dtype) {
+      case ScalarType::kBFloat16: std::memcpy(&h, p, 2); v[i] = bf16_to_float(h); break;
+      case ScalarType::kHalf: std::memcpy(&h, p, 2); v[i] = half_to_float(h); break;
+      default: std::memcpy(&f, p, 4); v[i] = f; break;
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<LinearWeights> BlockBuilder::conv_bn_folded(const std::string& conv, const std::vector<int64_t>& shape,
+                                                   bool conv_bias, const std::string& bn, double eps) {
+  const int64_t out = shape[0];
+  auto read = [&](const std::string& name, const std::vector<int64_t>& s) -> Result<std::vector<double>> {
+    HF2PTE_ASSIGN_OR_RETURN(TensorRef t, ckpt_.expect(resolve(name), DTypeSet::float_weights(), s));
+    return to_doubles(t);
+  };
+  HF2PTE_ASSIGN_OR_RETURN(auto w, read(conv + ".weight", shape));
+  std::vector<double> b(static_cast<size_t>(out), 0.0);
+  if (conv_bias) {
+    HF2PTE_ASSIGN_OR_RETURN(b, read(conv + ".bias", {out}));
+  }
+  HF2PTE_ASSIGN_OR_RETURN(auto gamma, read(bn + ".weight", {out}));
+  HF2PTE_ASSIGN_OR_RETURN(auto beta, read(bn + ".bias", {out}));
+  HF2PTE_ASSIGN_OR_RETURN(auto mean, read(bn + ".running_mean", {out}));
+  HF2PTE_ASSIGN_OR_RETURN(auto var, read(bn + ".running_var", {out}));
+  ckpt_.mark_ignored(resolve(bn + ".num_batches_tracked"));
+  const size_t per_out = w.size() / size_t(out);
+  std::vector<float> wf(w.size()), bf(static_cast<size_t>(out));
+  for (size_t o = 0; o < size_t(out); ++o) {
+    HF2PTE_CHECK_OR_RETURN(var[o] + eps > 0, kInvalidInput, "{}.running_var[{}] = {} makes var + eps <= 0", bn, o, var[o]);
+    const double scale = gamma[o] / std::sqrt(var[o] + eps);
+    for (size_t i = 0; i < per_out; ++i) wf[o * per_out + i] = float(w[o * per_out + i] * scale);
+    bf[o] = float(beta[o] + (b[o] - mean[o]) * scale);
+  }
+  LinearWeights r;
+  r.weight = g_.add_constant(conv + ".weight+bn", graph::ConstantData::from_bytes(ScalarType::kFloat, shape, to_bytes(wf),
+                                                                                 conv + ".weight with " + bn + " folded"));
+  r.bias = g_.add_constant(conv + ".bias+bn", graph::ConstantData::from_bytes(ScalarType::kFloat, {out}, to_bytes(bf),
+                                                                             bn + " folded into " + conv));
+  return r;
+}
+
 Result<std::vector<ValueId>> BlockBuilder::split_rows(const std::string& name, const std::vector<int64_t>& shape,
                                                       const std::vector<int64_t>& row_counts) {
   HF2PTE_ASSIGN_OR_RETURN(TensorRef t, ckpt_.expect(resolve(name), DTypeSet::float_weights(), shape));

@@ -117,6 +117,13 @@ class BlockBuilder {
   /// names the constant ("<name>.<label>").
   Result<ValueId> weight_view(const std::string& name, const std::vector<int64_t>& shape, const WeightView& view,
                               const std::string& label);
+  /// A convolution [out, in, kh, kw] followed by eval-mode BatchNorm
+  /// ("<bn>.weight/bias/running_mean/running_var"), folded into one conv's
+  /// weight and bias while loading (in double, rounded once):
+  /// w' = w g / sqrt(var + eps), b' = beta + (b - mean) g / sqrt(var + eps).
+  /// `conv_bias`: "<conv>.bias" exists. num_batches_tracked is ignored.
+  Result<LinearWeights> conv_bn_folded(const std::string& conv, const std::vector<int64_t>& shape, bool conv_bias,
+                                       const std::string& bn, double eps);
   Result<std::vector<ValueId>> split_rows(const std::string& name, const std::vector<int64_t>& shape,
                                           const std::vector<int64_t>& row_counts);
   /// "<prefix>.weight" [out, in] (stored [in, out] for WeightLayout::linear_in_out)

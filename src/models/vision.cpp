@@ -1,4 +1,4 @@
-// ViT (ViTForImageClassification): patch embedding as a conv2d with stride =
+// Image classifiers. ViT (ViTForImageClassification): patch embedding as a conv2d with stride =
 // kernel = patch, the CLS token in front, learned positions, pre-LN encoder
 // layers x += attn(LN(x)); x += mlp(LN(x)), final LN, classifier on CLS.
 #include "models/vision.h"
@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -192,8 +193,182 @@ Result<BuiltModel> build_vit(Checkpoint& ckpt, const BuildOptions& opt) {
   return out;
 }
 
+// ---- ResNet (ResNetForImageClassification) ----
+// embedder: conv 7x7/2 + BN + ReLU, max-pool 3x3/2 pad 1; stages of basic
+// (3x3, 3x3) or bottleneck (1x1, 3x3, 1x1 with out/4 inside) layers,
+// out = relu(layers(x) + shortcut(x)) with a 1x1/stride conv + BN shortcut
+// where the shape changes; pooler = mean over H, W; classifier on it.
+// Every BatchNorm is folded into its conv while the weights load
+// (BlockBuilder::conv_bn_folded): the graph has no BatchNorm at all.
+
+constexpr double kBatchNormEps = 1e-5;  // nn.BatchNorm2d's default; not a config key
+
+struct ResNetConfig {
+  int64_t num_channels = 3, embedding_size = 64;
+  std::vector<int64_t> hidden_sizes{256, 512, 1024, 2048}, depths{3, 4, 6, 3};
+  std::string layer_type = "bottleneck", hidden_act = "relu";
+  bool downsample_in_first_stage = false, downsample_in_bottleneck = false;
+};
+
+Result<ResNetConfig> parse_resnet_config(const nlohmann::json& j, const std::string& where) {
+  ResNetConfig c;
+  HF2PTE_ASSIGN_OR_RETURN(c.num_channels, get_int_or(j, "num_channels", c.num_channels, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.embedding_size, get_int_or(j, "embedding_size", c.embedding_size, where));
+  HF2PTE_ASSIGN_OR_RETURN(auto hs, get_optional_int_list(j, "hidden_sizes", where));
+  HF2PTE_ASSIGN_OR_RETURN(auto ds, get_optional_int_list(j, "depths", where));
+  if (hs) c.hidden_sizes = *hs;
+  if (ds) c.depths = *ds;
+  HF2PTE_ASSIGN_OR_RETURN(c.layer_type, get_string_or(j, "layer_type", c.layer_type, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.hidden_act, get_string_or(j, "hidden_act", c.hidden_act, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.downsample_in_first_stage, get_bool_or(j, "downsample_in_first_stage", false, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.downsample_in_bottleneck, get_bool_or(j, "downsample_in_bottleneck", false, where));
+  HF2PTE_CHECK_OR_RETURN(c.layer_type == "basic" || c.layer_type == "bottleneck", kInvalidInput,
+                         "{}: layer_type '{}' is not a ResNet layer; expected \"basic\" or \"bottleneck\" ({})",
+                         json_label(where), c.layer_type, where);
+  HF2PTE_CHECK_OR_RETURN(c.hidden_act == "relu", kNotSupported,
+                         "{}: activation '{}' is not supported for resnet; expected relu ({})", json_label(where),
+                         c.hidden_act, where);
+  HF2PTE_CHECK_OR_RETURN(!c.hidden_sizes.empty() && c.hidden_sizes.size() == c.depths.size() && c.hidden_sizes.size() <= 64,
+                         kInvalidInput, "{}: hidden_sizes and depths must be non-empty lists of the same length ({})",
+                         json_label(where), where);
+  for (size_t i = 0; i < c.hidden_sizes.size(); ++i) {
+    HF2PTE_CHECK_OR_RETURN(c.hidden_sizes[i] > 0 && c.hidden_sizes[i] <= 65536 && c.depths[i] >= 1 && c.depths[i] <= 1024,
+                           kInvalidInput, "{}: stage {} has hidden size {} and depth {}; expected 1..65536 and 1..1024 ({})",
+                           json_label(where), i, c.hidden_sizes[i], c.depths[i], where);
+    HF2PTE_CHECK_OR_RETURN(c.layer_type == "basic" || c.hidden_sizes[i] % 4 == 0, kInvalidInput,
+                           "{}: a bottleneck stage needs hidden size divisible by 4; got {} ({})", json_label(where),
+                           c.hidden_sizes[i], where);
+  }
+  for (auto [key, v] : {std::pair{"num_channels", c.num_channels}, std::pair{"embedding_size", c.embedding_size}}) {
+    HF2PTE_CHECK_OR_RETURN(v > 0 && v <= 65536, kInvalidInput, "{}: field '{}' out of range; expected 1..65536, got {} ({})",
+                           json_label(where), key, v, where);
+  }
+  return c;
+}
+
+/// conv (k x k, stride, padding k / 2, no bias) + folded BN, then ReLU unless `relu` is false.
+Result<ValueId> conv_bn(BlockBuilder& b, ValueId x, const std::string& prefix, int64_t in, int64_t out, int64_t k,
+                        int64_t stride, bool relu, const std::string& name) {
+  HF2PTE_ASSIGN_OR_RETURN(LinearWeights w, b.conv_bn_folded(prefix + ".convolution", {out, in, k, k}, false,
+                                                            prefix + ".normalization", kBatchNormEps));
+  HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::ConvolutionOut, {x, w.weight, *w.bias, IntList{stride, stride}, IntList{k / 2, k / 2},
+                                                         IntList{1, 1}, false, IntList{0, 0}, int64_t{1}},
+                                  name));
+  if (!relu) return x;
+  return b.op(OpId::ClampOut, {x, 0.0, graph::None{}}, name + ".relu");
+}
+
+/// max_pool2d(3, stride 2, padding 1) from upstream ops: -inf borders, nine
+/// strided windows, elementwise maximum (any, also symbolic, H and W).
+Result<ValueId> max_pool_3x3_s2(BlockBuilder& b, ValueId x, const std::string& name) {
+  Graph& g = b.graph();
+  const auto s = g.type(x).sizes;
+  const int64_t C = s[1].constant_value();
+  const SymInt H = s[2], W = s[3];
+  std::vector<float> neg(static_cast<size_t>(C), -std::numeric_limits<float>::infinity());
+  ValueId ninf = g.add_constant(name + ".neg_inf", graph::ConstantData::from_bytes(ScalarType::kFloat, {1, C, 1, 1},
+                                                                                 to_bytes(neg), "-inf padding"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId row, b.op(OpId::ExpandCopyOut, {ninf, IntList{1, C, 1, W}}, name + ".pad_rows"));
+  HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::CatOut, {graph::TensorList{row, x, row}, int64_t{2}}, name + ".padded_h"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId col, b.op(OpId::ExpandCopyOut, {ninf, IntList{1, C, H + SymInt(2), 1}}, name + ".pad_cols"));
+  HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::CatOut, {graph::TensorList{col, x, col}, int64_t{3}}, name + ".padded"));
+  // Output rows: floor((H + 2 - 3) / 2) + 1; window k covers k, k + 2, ..., k + 2 (Ho - 1).
+  const SymInt Ho = floordiv(H + SymInt(-1), SymInt(2)) + SymInt(1), Wo = floordiv(W + SymInt(-1), SymInt(2)) + SymInt(1);
+  std::optional<ValueId> acc;
+  for (int64_t kh = 0; kh < 3; ++kh) {
+    HF2PTE_ASSIGN_OR_RETURN(ValueId r, b.op(OpId::SliceCopyTensorOut,
+                                            {x, int64_t{2}, SymInt(kh), SymInt(kh + 1) + SymInt(2) * (Ho - SymInt(1)), int64_t{2}},
+                                            fmt::format("{}.rows{}", name, kh)));
+    for (int64_t kw = 0; kw < 3; ++kw) {
+      HF2PTE_ASSIGN_OR_RETURN(ValueId w, b.op(OpId::SliceCopyTensorOut,
+                                              {r, int64_t{3}, SymInt(kw), SymInt(kw + 1) + SymInt(2) * (Wo - SymInt(1)), int64_t{2}},
+                                              fmt::format("{}.window{}{}", name, kh, kw)));
+      if (acc) {
+        HF2PTE_ASSIGN_OR_RETURN(w, b.op(OpId::MaximumOut, {*acc, w}, fmt::format("{}.max{}{}", name, kh, kw)));
+      }
+      acc = w;
+    }
+  }
+  return *acc;
+}
+
+Result<ValueId> resnet_layer(BlockBuilder& b, const ResNetConfig& c, ValueId x, const std::string& p, int64_t in,
+                             int64_t out, int64_t stride, const std::string& name) {
+  ValueId shortcut = x;
+  if (in != out || stride != 1) {
+    HF2PTE_ASSIGN_OR_RETURN(shortcut, conv_bn(b, x, p + ".shortcut", in, out, 1, stride, false, name + ".shortcut"));
+  }
+  ValueId h = x;
+  if (c.layer_type == "basic") {
+    HF2PTE_ASSIGN_OR_RETURN(h, conv_bn(b, h, p + ".layer.0", in, out, 3, stride, true, name + ".conv0"));
+    HF2PTE_ASSIGN_OR_RETURN(h, conv_bn(b, h, p + ".layer.1", out, out, 3, 1, false, name + ".conv1"));
+  } else {
+    const int64_t r = out / 4;
+    const int64_t s1 = c.downsample_in_bottleneck ? stride : 1, s3 = c.downsample_in_bottleneck ? 1 : stride;
+    HF2PTE_ASSIGN_OR_RETURN(h, conv_bn(b, h, p + ".layer.0", in, r, 1, s1, true, name + ".conv0"));
+    HF2PTE_ASSIGN_OR_RETURN(h, conv_bn(b, h, p + ".layer.1", r, r, 3, s3, true, name + ".conv1"));
+    HF2PTE_ASSIGN_OR_RETURN(h, conv_bn(b, h, p + ".layer.2", r, out, 1, 1, false, name + ".conv2"));
+  }
+  HF2PTE_ASSIGN_OR_RETURN(h, b.op(OpId::AddOut, {h, shortcut}, name + ".residual"));
+  return b.op(OpId::ClampOut, {h, 0.0, graph::None{}}, name + ".relu");
+}
+
+Result<BuiltModel> build_resnet(Checkpoint& ckpt, const BuildOptions& opt) {
+  const std::string where = ckpt.config_path();
+  HF2PTE_ASSIGN_OR_RETURN(ResNetConfig c, parse_resnet_config(ckpt.config(), where));
+  HF2PTE_ASSIGN_OR_RETURN(auto label_list, labels(ckpt.config(), where));
+  HF2PTE_CHECK_OR_RETURN(opt.dtype == ScalarType::kFloat, kNotSupported,
+                         "--dtype {} is not supported for image models yet; expected fp32", scalar_type_name(opt.dtype));
+  HF2PTE_CHECK_OR_RETURN(!label_list.empty(), kInvalidInput, "{}: an image classifier needs id2label ({})",
+                         json_label(where), where);
+  // The input size: the processor's crop (ResNet checkpoints carry no image_size), else 224.
+  int64_t side = 224;
+  if (auto pre = read_json_object_file(ckpt.dir() + "/preprocessor_config.json"); pre.is_ok()) {
+    if (auto s = pre->find("size"); s != pre->end() && s->is_object()) {
+      side = s->value("shortest_edge", s->value("height", side));
+    }
+    if (auto crop = pre->find("crop_size"); crop != pre->end() && crop->is_object()) side = crop->value("height", side);
+  }
+  if (auto v = ckpt.config().find("image_size"); v != ckpt.config().end() && v->is_number_integer()) side = v->get<int64_t>();
+  HF2PTE_CHECK_OR_RETURN(side >= 32 && side <= 8192, kInvalidInput, "image size {} out of range; expected 32..8192 ({})",
+                         side, where);
+  BuiltModel out;
+  out.model_type = "resnet";
+  out.architecture = "ResNetForImageClassification";
+  Graph g("forward");
+  BlockBuilder b(g, ckpt, opt.dtype);
+  // Fully convolutional: any height and width up to the processor's size (at least 224).
+  const int64_t bound = std::max<int64_t>(side, 224);
+  const SymInt height = g.add_dim("height", 1, bound), width = g.add_dim("width", 1, bound);
+  ValueId x = g.add_input("pixel_values", TensorType{ScalarType::kFloat, {1, c.num_channels, height, width}, {}});
+  HF2PTE_ASSIGN_OR_RETURN(x, conv_bn(b, x, "resnet.embedder.embedder", c.num_channels, c.embedding_size, 7, 2, true, "embedder"));
+  HF2PTE_ASSIGN_OR_RETURN(x, max_pool_3x3_s2(b, x, "embedder.pool"));
+  int64_t in = c.embedding_size;
+  for (size_t st = 0; st < c.hidden_sizes.size(); ++st) {
+    const int64_t stage_stride = st > 0 || c.downsample_in_first_stage ? 2 : 1;
+    for (int64_t l = 0; l < c.depths[st]; ++l) {
+      const auto p = fmt::format("resnet.encoder.stages.{}.layers.{}", st, l);
+      HF2PTE_ASSIGN_OR_RETURN(x, resnet_layer(b, c, x, p, in, c.hidden_sizes[st], l == 0 ? stage_stride : 1,
+                                              fmt::format("stages.{}.{}", st, l)));
+      in = c.hidden_sizes[st];
+    }
+  }
+  HF2PTE_ASSIGN_OR_RETURN(ValueId pooled, b.op(OpId::MeanOut, {x, IntList{2, 3}, true, graph::None{}}, "pooler_output"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId flat, b.op(OpId::ViewCopyOut, {pooled, IntList{1, in}}, "pooled"));
+  const int64_t L = int64_t(label_list.size());
+  HF2PTE_ASSIGN_OR_RETURN(LinearWeights head, b.linear_weights("classifier.1", L, in, true));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId logits, b.linear(flat, head, "logits"));
+  g.set_outputs({logits, x, pooled});
+  HF2PTE_RETURN_IF_ERROR(ckpt.check_all_consumed());
+  out.program.methods.push_back(std::move(g));
+  set_vision_metadata(out, ckpt, label_list, side, c.num_channels, opt);
+  out.program.constant_methods["get_output_names"] = std::string("logits,last_hidden_state,pooler_output");
+  return out;
+}
+
 constexpr std::array kVision = {
     VisionTraits{"vit", "ViTForImageClassification", &build_vit},
+    VisionTraits{"resnet", "ResNetForImageClassification", &build_resnet},
 };
 
 const VisionTraits* find_vision(const Checkpoint& ckpt) {

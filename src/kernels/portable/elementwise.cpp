@@ -2,6 +2,7 @@
 // sigmoid, pow.Tensor_Scalar, le and where, with ATen broadcasting and type
 // promotion. Float arithmetic follows ATen: add/sub/mul/div in float32;
 // transcendental ops are evaluated in double and rounded once.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -239,6 +240,23 @@ Status ClampOut(rt::KernelContext&, std::span<rt::EValue*> args) {
     return std::min(std::max(v, lo), hi);
   }));
   r.set_return(3);
+  return Status::ok();
+}
+
+// Elementwise max with broadcasting; NaN wins, as in ATen.
+Status MaximumOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  constexpr OpId op = OpId::MaximumOut;
+  HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * a, r.tensor(0));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * b, r.tensor(1));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(2));
+  HF2PTE_CHECK_OR_RETURN(a->dtype() == ScalarType::kFloat && b->dtype() == ScalarType::kFloat, kNotSupported,
+                         "{}: self and other must be f32; got {} and {}", op_key(op), scalar_type_name(a->dtype()),
+                         scalar_type_name(b->dtype()));
+  HF2PTE_RETURN_IF_ERROR(map_binary<float>(op, *a, *b, *out, [](float x, float y) {
+    return std::isnan(x) || std::isnan(y) ? std::numeric_limits<float>::quiet_NaN() : std::max(x, y);
+  }));
+  r.set_return(2);
   return Status::ok();
 }
 

@@ -288,6 +288,16 @@ TEST_P(ElementwiseTest, ExpLog1pAndClamp) {
   EXPECT_TRUE(tensor_matches<float>(up, {3}, {-30, 1, 2}, tol()));
 }
 
+TEST_P(ElementwiseTest, MaximumBroadcastsAndPropagatesNaN) {
+  auto* out = a.out(kF32, {2, 3});
+  HF2PTE_EXPECT_OK(run("aten::maximum.out", {a.tensor<float>({2, 3}, {1, -5, 3, std::nanf(""), 0, -kInf}),
+                                             a.tensor<float>({3}, {2, -6, 2}), out, out}));
+  EXPECT_TRUE(tensor_matches<float>(out, {2, 3}, {2, -5, 3, std::nanf(""), 0, 2}, tol()));
+  auto* outi = a.out(kI64, {1});
+  HF2PTE_EXPECT_ERROR(run("aten::maximum.out", {a.tensor<int64_t>({1}, {1}), a.tensor<int64_t>({1}, {2}), outi, outi}),
+                      kNotSupported, "must be f32");
+}
+
 TEST_P(ElementwiseTest, PowTensorScalar) {
   auto* out = a.out(kF32, {3});
   HF2PTE_EXPECT_OK(run("aten::pow.Tensor_Scalar_out",
