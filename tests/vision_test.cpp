@@ -5,7 +5,12 @@
 // optimized kernels and --backend xnnpack.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
+#include "checkpoint/checkpoint.h"
+#include "export/interpreter.h"
+#include "models/blocks.h"
 #include "export/exporter.h"
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"
@@ -85,6 +90,74 @@ INSTANTIATE_TEST_SUITE_P(
       n += std::get<1>(info.param) == exp::Backend::kPortable ? "_portable" : "_xnnpack";
       return n + (std::get<2>(info.param) ? "_optimized" : "_reference_kernels");
     });
+
+// The BatchNorm fold (models/blocks.cpp, conv_bn_folded: applied while the
+// builder streams the weights, so no BatchNorm reaches the graph) equals conv
+// then eval-mode BatchNorm spelled out op by op, to float rounding.
+TEST(BatchNormFold, EqualsConvThenBatchNorm) {
+  const std::string dir = test::temp_dir("bn-fold");
+  uint32_t seed = 7;
+  auto rnd = [&](size_t n, float lo, float hi) {
+    std::vector<float> v(n);
+    for (auto& x : v) {
+      seed = seed * 1664525u + 1013904223u;
+      x = lo + (hi - lo) * float(seed >> 8) / float(1u << 24);
+    }
+    return v;
+  };
+  const int64_t O = 4, I = 3, K = 3;
+  test::F32Tensors t;
+  t["c.weight"] = {{O, I, K, K}, rnd(size_t(O * I * K * K), -1, 1)};
+  t["bn.weight"] = {{O}, rnd(size_t(O), 0.5f, 2)};
+  t["bn.bias"] = {{O}, rnd(size_t(O), -1, 1)};
+  t["bn.running_mean"] = {{O}, rnd(size_t(O), -0.5f, 0.5f)};
+  t["bn.running_var"] = {{O}, rnd(size_t(O), 0.1f, 3)};
+  test::write_f32_checkpoint(dir, t, "{}");
+  using graph::IntList;
+  using graph::Graph;
+  auto build = [&](bool fold, Graph& g) {
+    auto ckpt = Checkpoint::open(dir);
+    ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().message();
+    models::BlockBuilder b(g, *ckpt, ScalarType::kFloat);
+    auto x = g.add_input("x", graph::TensorType{ScalarType::kFloat, {1, I, 8, 8}, {}});
+    const std::vector<graph::Arg> conv_tail{IntList{1, 1}, IntList{1, 1}, IntList{1, 1}, false, IntList{0, 0}, int64_t{1}};
+    auto conv = [&](graph::ValueId w, graph::Arg bias) {
+      std::vector<graph::Arg> a{x, w, bias};
+      a.insert(a.end(), conv_tail.begin(), conv_tail.end());
+      return *b.op(OpId::ConvolutionOut, a, "conv");
+    };
+    if (fold) {
+      auto w = b.conv_bn_folded("c", {O, I, K, K}, false, "bn", 1e-5);
+      ASSERT_TRUE(w.is_ok()) << w.status().message();
+      g.set_outputs({conv(w->weight, *w->bias)});
+      return;
+    }
+    auto y = conv(*b.weight("c.weight", {O, I, K, K}), graph::None{});
+    auto per_channel = [&](const char* name) { return *b.op(OpId::ViewCopyOut, {*b.weight(name, {O}), IntList{1, O, 1, 1}}, name); };
+    y = *b.op(OpId::SubOut, {y, per_channel("bn.running_mean")}, "centred");
+    auto inv = *b.op(OpId::AddScalarOut, {per_channel("bn.running_var"), 1e-5}, "var_eps");
+    inv = *b.op(OpId::RsqrtOut, {inv}, "inv_std");
+    y = *b.op(OpId::MulOut, {y, inv}, "normalised");
+    y = *b.op(OpId::MulOut, {y, per_channel("bn.weight")}, "scaled");
+    g.set_outputs({*b.op(OpId::AddOut, {y, per_channel("bn.bias")}, "bn")});
+  };
+  Graph folded, reference;
+  build(true, folded);
+  build(false, reference);
+  HostTensor in{ScalarType::kFloat, {1, I, 8, 8}, {}};
+  auto v = rnd(size_t(I * 64), -2, 2);
+  in = HostTensor::from(ScalarType::kFloat, {1, I, 8, 8}, v);
+  exp::GraphInterpreter a(folded, portable_registry()), r(reference, portable_registry());
+  auto ya = a.run({in}), yr = r.run({in});
+  ASSERT_TRUE(ya.is_ok()) << ya.status().message();
+  ASSERT_TRUE(yr.is_ok()) << yr.status().message();
+  const auto fa = test::as_floats((*ya)[0]), fr = test::as_floats((*yr)[0]);
+  ASSERT_EQ(fa.size(), size_t(O * 64));
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < fa.size(); ++i) worst = std::max(worst, double(std::fabs(fa[i] - fr[i]))), scale = std::max(scale, double(std::fabs(fr[i])));
+  EXPECT_LE(worst, 1e-6 * std::max(1.0, scale)) << "max |ref| " << scale;
+  EXPECT_GT(scale, 1.0);  // the BatchNorm is not near the identity
+}
 
 }  // namespace
 }  // namespace hf2pte
