@@ -43,6 +43,8 @@ Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
 namespace hf2pte::kernels {
 
+/// aten::convolution.out (2-D f32 NCHW): im2col + gemm_f32 per image and group.
+Status convolution_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 /// aten::index_select.out with a 1-D i64 index on contiguous tensors: one memcpy per row.
 Status index_select_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 /// aten::exp.out on contiguous f32 (expf, threaded).

@@ -29,6 +29,7 @@ constexpr std::array kOptimizedKernels{
     OptimizedKernel{OpId::SliceCopyTensorOut, slice_copy_out},
     OptimizedKernel{OpId::IndexSelectOut, index_select_out},
     OptimizedKernel{OpId::ExpOut, exp_out},
+    OptimizedKernel{OpId::ConvolutionOut, convolution_out},
 };
 
 }  // namespace
