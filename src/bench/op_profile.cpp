@@ -60,6 +60,35 @@ Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, in
   HF2PTE_ASSIGN_OR_RETURN(auto method, program->load_method("forward", wrapped));
   HF2PTE_ASSIGN_OR_RETURN(auto kv_buffers, rt::bind_zeroed_mutable_buffers(*method));  // unplanned KV caches
   auto meta = method->input_meta(0);
+  if (method->num_inputs() == 1 && meta.sizes.size() == 4 && meta.dtype == ScalarType::kFloat) {
+    // An image program: forward on a zero image of its planned size, once untimed, then `gen` timed runs.
+    int64_t n = 1;
+    for (int64_t d : meta.sizes) n *= d;
+    const HostTensor image = HostTensor::from(ScalarType::kFloat, meta.sizes, std::vector<float>(static_cast<size_t>(n)));
+    auto run = [&]() -> Status {
+      HF2PTE_RETURN_IF_ERROR(method->set_input(0, image));
+      return method->execute();
+    };
+    HF2PTE_RETURN_IF_ERROR(run());
+    *on = true;
+    XnnNodeTimes node_times;
+    xnn::set_node_time_sink(&node_times);
+    auto t0 = std::chrono::steady_clock::now();
+    Status ran = Status::ok();
+    for (int i = 0; i < std::max(gen, 1) && ran; ++i) ran = run();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    xnn::set_node_time_sink(nullptr);
+    HF2PTE_RETURN_IF_ERROR(ran);
+    OpProfile p;
+    p.total_seconds = seconds;
+    p.steps = std::max(gen, 1);
+    times->insert(times->end(), node_times.times.begin(), node_times.times.end());
+    for (auto& t : *times) {
+      if (t.calls > 0) p.ops.push_back(t);
+    }
+    std::sort(p.ops.begin(), p.ops.end(), [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; });
+    return p;
+  }
   HF2PTE_CHECK_OR_RETURN(meta.sizes.size() == 2 && method->num_inputs() == 2, kInvalidProgram,
                          "profile needs an LLM program with a KV cache: forward(input_ids[1, S], cache_position[S]) ({})", pte_path);
   prompt_len = int(std::clamp<int64_t>(prompt_len, 1, meta.sizes[1] - 1));

@@ -1,8 +1,15 @@
 // `hf2pte bench OUT.pte [--prompt-len 128] [--gen 64] [--threads N]`: prefill
 // and decode tokens/s, peak memory, the machine's measured read bandwidth and
-// decode's share of the bandwidth limit, all measured in this one run.
+// decode's share of the bandwidth limit, all measured in this one run. Image
+// programs: forward ms and images/s over --gen runs.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "bench/bench.h"
 #include "cli/commands.h"
 #include "kernels/optimized/kernels.h"
@@ -13,14 +20,67 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& a) {
   auto* cmd = app.add_subcommand("bench", "prefill/decode tokens/s and decode's share of the memory bandwidth");
   cmd->add_option("pte", a.pte, ".pte file (LLM program)")->required();
   cmd->add_option("--prompt-len", a.prompt_len, "prompt tokens for the prefill (default 128)");
-  cmd->add_option("--gen", a.gen, "decode steps (default 64)");
+  cmd->add_option("--gen", a.gen, "decode steps (default 64); image programs: timed forward runs");
   cmd->add_option("--threads", a.threads, "kernel threads (default: all cores)");
   cmd->add_flag("--huge-pages", a.huge_pages, kHugePagesHelp);
   return cmd;
 }
 
+namespace {
+
+// Image programs: forward on fixed pseudo-random pixel_values at the
+// program's input size, one untimed run first, then --gen timed runs.
+int run_image_bench(const BenchArgs& a, rt::Program& program) {
+  auto method = program.load_method("forward", optimized_registry());
+  if (!method) return fail(method.status());
+  auto meta = (*method)->input_meta(0);
+  if (meta.dynamism != rt::ShapeDynamism::kStatic) {  // fully convolutional: the size it was exported for
+    auto side = constant_output(program, "get_image_size");
+    if (!side) return fail(side.status());
+    if (*side && (*side)->is_int()) meta.sizes[2] = meta.sizes[3] = (*side)->i;
+  }
+  int64_t n = 1;
+  for (int64_t d : meta.sizes) n *= d;
+  std::vector<float> px(static_cast<size_t>(n));
+  uint32_t seed = 1;
+  for (auto& v : px) v = float((seed = seed * 1664525u + 1013904223u) >> 8) / float(1 << 23) - 1.0f;
+  const HostTensor input = HostTensor::from(ScalarType::kFloat, meta.sizes, px);
+  auto once = [&]() -> Result<double> {
+    const auto t0 = std::chrono::steady_clock::now();
+    HF2PTE_RETURN_IF_ERROR((*method)->set_input(0, input));
+    HF2PTE_RETURN_IF_ERROR((*method)->execute());
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  auto first = once();
+  if (!first) return fail(first.status());
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(a.gen, 1); ++i) {
+    auto t = once();
+    if (!t) return fail(t.status());
+    ms.push_back(*t);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2];
+  std::printf("image [%s]: first run %.2f ms (pages the weights in)\n", fmt::format("{}", fmt::join(meta.sizes, ", ")).c_str(), *first);
+  std::printf("forward: %zu runs, median %.2f ms, min %.2f ms, %.2f images/s\n", ms.size(), median, ms.front(), 1000.0 / median);
+  return 0;
+}
+
+}  // namespace
+
 int run_bench(const BenchArgs& a) {
   apply_huge_pages(a.huge_pages);
+  {
+    auto program = rt::Program::load(a.pte);
+    if (!program) return fail(program.status());
+    auto image = is_image_classifier(**program);
+    if (!image) return fail(image.status());
+    if (*image) {
+      if (a.threads > 0) kernels::set_kernel_threads(a.threads);
+      if (auto st = xnn::register_xnnpack_backend(); !st) return fail(st);
+      return run_image_bench(a, **program);
+    }
+  }
   bench::BenchOptions o;
   o.prompt_len = a.prompt_len;
   o.gen = a.gen;

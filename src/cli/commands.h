@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,11 @@ struct BenchArgs {
 /// `hf2pte bench OUT.pte [--prompt-len 128] [--gen 64] [--threads N] [--huge-pages]`
 CLI::App* add_bench_command(CLI::App& app, BenchArgs& a);
 int run_bench(const BenchArgs& a);
+
+/// A constant method's one output, or nullopt when the program has no such method.
+Result<std::optional<rt::EValue>> constant_output(const rt::Program& p, const char* name);
+/// Whether the program says is_image_classifier (ViT, ResNet programs).
+Result<bool> is_image_classifier(const rt::Program& p);
 
 struct ClassifyArgs {
   std::string pte, image, processor;

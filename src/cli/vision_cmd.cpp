@@ -20,10 +20,7 @@
 
 namespace hf2pte::cli {
 
-namespace {
-
-/// A constant method's one output, or nullopt when the program has no such method.
-Result<std::optional<rt::EValue>> constant(const rt::Program& p, const char* name) {
+Result<std::optional<rt::EValue>> constant_output(const rt::Program& p, const char* name) {
   auto names = p.method_names();
   if (std::find(names.begin(), names.end(), name) == names.end()) return std::optional<rt::EValue>{};
   HF2PTE_ASSIGN_OR_RETURN(auto m, p.load_method(name, portable_registry()));
@@ -31,6 +28,15 @@ Result<std::optional<rt::EValue>> constant(const rt::Program& p, const char* nam
   if (m->num_outputs() == 0) return std::optional<rt::EValue>{};
   return std::optional<rt::EValue>{m->output(0)};
 }
+
+Result<bool> is_image_classifier(const rt::Program& p) {
+  HF2PTE_ASSIGN_OR_RETURN(auto v, constant_output(p, "is_image_classifier"));
+  return v && v->is_bool() && v->i != 0;
+}
+
+namespace {
+
+Result<std::optional<rt::EValue>> constant(const rt::Program& p, const char* name) { return constant_output(p, name); }
 
 Result<std::string> constant_string(const rt::Program& p, const char* name) {
   HF2PTE_ASSIGN_OR_RETURN(auto v, constant(p, name));
@@ -112,9 +118,9 @@ int run_classify(const ClassifyArgs& a) {
   if (a.threads > 0) kernels::set_kernel_threads(a.threads);
   auto program = rt::Program::load(a.pte);
   if (!program) return fail(program.status());
-  auto is_image = constant(**program, "is_image_classifier");
+  auto is_image = is_image_classifier(**program);
   if (!is_image) return fail(is_image.status());
-  if (!*is_image || !(*is_image)->is_bool() || (*is_image)->i == 0) {
+  if (!*is_image) {
     return fail(make_error(ErrorCode::kInvalidArgument,
                            "this program is not an image classifier (no is_image_classifier); classify runs programs "
                            "exported from *ForImageClassification checkpoints ({})",

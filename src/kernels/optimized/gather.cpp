@@ -1,3 +1,4 @@
+// Data-movement and elementwise kernels for the second-wave graphs.
 // index_select with a 1-D i64 index on contiguous tensors: every (outer,
 // index) pair is one memcpy of the rows below `dim` (Mamba's scan shifts
 // [S, D, N] blocks by rows, the RoPE tables pick rows). Anything else, and
@@ -50,25 +51,69 @@ Status index_select_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   return Status::ok();
 }
 
-// exp on contiguous f32: float expf instead of the portable kernel's double
-// path (same result to float rounding), split over the pool's threads.
-Status exp_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
-  if (args.size() != 3 || !args[0]->is_tensor() || !args[1]->is_tensor()) return kernels::ExpOut(ctx, args);
+namespace {
+
+// A unary f32 op on contiguous tensors in float (the portable kernels go
+// through double; same result to float rounding), split over the pool.
+template <typename Fn>
+Status unary_f32(rt::KernelContext& ctx, std::span<rt::EValue*> args, PortableKernelFn portable, Fn fn) {
+  if (args.size() != 3 || !args[0]->is_tensor() || !args[1]->is_tensor()) return portable(ctx, args);
   const rt::Tensor& self = *args[0]->tensor;
   rt::Tensor& out = *args[1]->tensor;
   if (self.dtype() != ScalarType::kFloat || out.dtype() != ScalarType::kFloat || !self.is_contiguous() ||
       self.raw_data() == nullptr) {
-    return kernels::ExpOut(ctx, args);
+    return portable(ctx, args);
   }
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
-  if (!out.resize(shape) || !out.is_contiguous()) return kernels::ExpOut(ctx, args);
+  if (!out.resize(shape) || !out.is_contiguous()) return portable(ctx, args);
   const float* x = self.data<float>();
   float* y = out.data<float>();
-  const int64_t n = self.numel();
-  parallel_for(n, 1 << 14, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) y[i] = std::exp(x[i]);
+  parallel_for(self.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = fn(x[i]);
   });
   if (args[2] != args[1]) *args[2] = *args[1];
+  return Status::ok();
+}
+
+}  // namespace
+
+Status exp_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  return unary_f32(ctx, args, &kernels::ExpOut, [](float v) { return std::exp(v); });
+}
+
+// ViT's and BERT's exact GELU: erf of every activation.
+Status erf_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  return unary_f32(ctx, args, &kernels::ErfOut, [](float v) { return std::erf(v); });
+}
+
+// clamp on contiguous f32 with Double/Int/None bounds (ResNet's ReLU, gpt-oss's
+// limits): one min/max pass, NaN kept (x is compared first), threaded.
+Status clamp_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  if (args.size() != 5 || !args[0]->is_tensor() || !args[3]->is_tensor()) return kernels::ClampOut(ctx, args);
+  const rt::Tensor& self = *args[0]->tensor;
+  rt::Tensor& out = *args[3]->tensor;
+  auto bound = [](const rt::EValue* v, float none, float* b) {
+    if (v->is_none()) return *b = none, true;
+    if (v->tag == rt::Tag::kDouble) return *b = float(v->d), true;
+    if (v->is_int()) return *b = float(v->i), true;
+    return false;
+  };
+  float lo = 0, hi = 0;
+  if (self.dtype() != ScalarType::kFloat || out.dtype() != ScalarType::kFloat || !self.is_contiguous() ||
+      self.raw_data() == nullptr || !bound(args[1], -INFINITY, &lo) || !bound(args[2], INFINITY, &hi)) {
+    return kernels::ClampOut(ctx, args);
+  }
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  if (!out.resize(shape) || !out.is_contiguous()) return kernels::ClampOut(ctx, args);
+  const float* x = self.data<float>();
+  float* y = out.data<float>();
+  parallel_for(self.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = x[i] < lo ? lo : x[i];
+      y[i] = v > hi ? hi : v;
+    }
+  });
+  if (args[4] != args[3]) *args[4] = *args[3];
   return Status::ok();
 }
 

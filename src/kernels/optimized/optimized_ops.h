@@ -47,7 +47,10 @@ namespace hf2pte::kernels {
 Status convolution_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 /// aten::index_select.out with a 1-D i64 index on contiguous tensors: one memcpy per row.
 Status index_select_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
-/// aten::exp.out on contiguous f32 (expf, threaded).
+/// aten::clamp.out on contiguous f32 (one min/max pass, threaded).
+Status clamp_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+/// aten::exp.out / aten::erf.out on contiguous f32 (float math, threaded).
+Status erf_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 Status exp_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 /// aten::index_put_ with one 1-D i64 index tensor (the KV-cache write): row
 /// memcpys (else portable).

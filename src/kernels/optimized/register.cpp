@@ -29,7 +29,9 @@ constexpr std::array kOptimizedKernels{
     OptimizedKernel{OpId::SliceCopyTensorOut, slice_copy_out},
     OptimizedKernel{OpId::IndexSelectOut, index_select_out},
     OptimizedKernel{OpId::ExpOut, exp_out},
+    OptimizedKernel{OpId::ErfOut, erf_out},
     OptimizedKernel{OpId::ConvolutionOut, convolution_out},
+    OptimizedKernel{OpId::ClampOut, clamp_out},
 };
 
 }  // namespace
