@@ -266,6 +266,20 @@ Result<ValueId> BlockBuilder::rope(ValueId x, ValueId cos, ValueId sin, const st
   return op(OpId::AddOut, {xc, rs}, name);
 }
 
+Result<ValueId> BlockBuilder::heads_of(ValueId x, const LinearWeights& w, int64_t heads, int64_t head_dim,
+                                       const std::string& name) {
+  const SymInt S = g_.type(x).sizes[0];
+  HF2PTE_ASSIGN_OR_RETURN(ValueId t, linear(x, w, name + "_proj"));
+  HF2PTE_ASSIGN_OR_RETURN(t, op(OpId::ViewCopyOut, {t, IntList{S, heads, head_dim}}, name + "_heads"));
+  return op(OpId::PermuteCopyOut, {t, IntList{1, 0, 2}}, name + "_t");
+}
+
+Result<ValueId> BlockBuilder::merge_heads(ValueId a, const std::string& name) {
+  const auto s = g_.type(a).sizes;
+  HF2PTE_ASSIGN_OR_RETURN(a, op(OpId::PermuteCopyOut, {a, IntList{1, 0, 2}}, name + ".out_t"));
+  return op(OpId::ViewCopyOut, {a, IntList{s[1], s[0] * s[2]}}, name + ".merge");
+}
+
 Result<ValueId> BlockBuilder::attention(ValueId q, ValueId k_cache, ValueId v_cache, ValueId mask,
                                         const AttentionOptions& o, const std::string& name) {
   if (!o.softcap && !o.sinks) {

@@ -144,6 +144,10 @@ class BlockBuilder {
   /// rotate_half RoPE on x [S, heads, head_dim] with cos/sin [S, 1, rotary_dim];
   /// when rotary_dim < head_dim only the first rotary_dim dims rotate.
   Result<ValueId> rope(ValueId x, ValueId cos, ValueId sin, const std::string& name);
+  /// x [S, hidden] through `w`, split into heads: [heads, S, head_dim] (SDPA's layout).
+  Result<ValueId> heads_of(ValueId x, const LinearWeights& w, int64_t heads, int64_t head_dim, const std::string& name);
+  /// An attention output [heads, S, head_dim] back to [S, heads * head_dim].
+  Result<ValueId> merge_heads(ValueId a, const std::string& name);
   /// softmax(q k^T * scale [softcapped], masked) v, grouping query heads over kv heads.
   Result<ValueId> attention(ValueId q, ValueId k_cache, ValueId v_cache, ValueId mask, const AttentionOptions& o,
                             const std::string& name);

@@ -124,20 +124,13 @@ Result<ValueId> encoder_layer(BlockBuilder& b, const EncoderConfig& c, const Lay
   const auto p = fmt::format("layers.{}", i);
   const int64_t nh = c.num_attention_heads, hd = c.hidden_size / c.num_attention_heads;
   const NormOptions ln{NormKind::kLayerNorm, c.layer_norm_eps};
-  const IntList heads_first{1, 0, 2};
-  ValueId qkv[3];
-  const LinearWeights* proj[3] = {&w.q, &w.k, &w.v};
-  const char* tag[3] = {"q", "k", "v"};
-  for (int j = 0; j < 3; ++j) {
-    HF2PTE_ASSIGN_OR_RETURN(ValueId t, b.linear(x, *proj[j], fmt::format("{}.attn.{}_proj", p, tag[j])));
-    HF2PTE_ASSIGN_OR_RETURN(t, b.op(OpId::ViewCopyOut, {t, IntList{S, nh, hd}}, fmt::format("{}.attn.{}_heads", p, tag[j])));
-    HF2PTE_ASSIGN_OR_RETURN(qkv[j], b.op(OpId::PermuteCopyOut, {t, heads_first}, fmt::format("{}.attn.{}_t", p, tag[j])));
-  }
+  HF2PTE_ASSIGN_OR_RETURN(ValueId q, b.heads_of(x, w.q, nh, hd, p + ".attn.q"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId k, b.heads_of(x, w.k, nh, hd, p + ".attn.k"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId v, b.heads_of(x, w.v, nh, hd, p + ".attn.v"));
   const double scale = 1.0 / std::sqrt(double(hd));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId a, b.op(OpId::ScaledDotProductAttention,
-                                          {qkv[0], qkv[1], qkv[2], mask, 0.0, false, scale, false}, p + ".attn.sdpa"));
-  HF2PTE_ASSIGN_OR_RETURN(a, b.op(OpId::PermuteCopyOut, {a, heads_first}, p + ".attn.out_t"));
-  HF2PTE_ASSIGN_OR_RETURN(a, b.op(OpId::ViewCopyOut, {a, IntList{S, c.hidden_size}}, p + ".attn.merge"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId a, b.op(OpId::ScaledDotProductAttention, {q, k, v, mask, 0.0, false, scale, false},
+                                          p + ".attn.sdpa"));
+  HF2PTE_ASSIGN_OR_RETURN(a, b.merge_heads(a, p + ".attn"));
   HF2PTE_ASSIGN_OR_RETURN(a, b.linear(a, w.o, p + ".attn.o_proj"));
   HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, a}, p + ".attn_residual"));
   HF2PTE_ASSIGN_OR_RETURN(x, b.norm(x, w.attn_norm, ln, p + ".attn_norm"));

@@ -98,25 +98,18 @@ Result<VitLayer> load_vit_layer(BlockBuilder& b, const VitConfig& c, int64_t i) 
 }
 
 // x += o(attn(LN(x))); x += down(act(up(LN(x)))) on x [T, hidden], no mask.
-Result<ValueId> vit_layer(BlockBuilder& b, const VitConfig& c, const VitLayer& w, int64_t T, ValueId x, int64_t i) {
+Result<ValueId> vit_layer(BlockBuilder& b, const VitConfig& c, const VitLayer& w, ValueId x, int64_t i) {
   const auto p = fmt::format("layers.{}", i);
   const int64_t nh = c.num_attention_heads, hd = c.hidden_size / nh;
   const NormOptions ln{NormKind::kLayerNorm, c.layer_norm_eps};
-  const IntList heads_first{1, 0, 2};
   HF2PTE_ASSIGN_OR_RETURN(ValueId h, b.norm(x, w.before, ln, p + ".layernorm_before"));
-  ValueId qkv[3];
-  const LinearWeights* proj[3] = {&w.q, &w.k, &w.v};
-  const char* tag[3] = {"q", "k", "v"};
-  for (int j = 0; j < 3; ++j) {
-    HF2PTE_ASSIGN_OR_RETURN(ValueId t, b.linear(h, *proj[j], fmt::format("{}.attn.{}_proj", p, tag[j])));
-    HF2PTE_ASSIGN_OR_RETURN(t, b.op(OpId::ViewCopyOut, {t, IntList{T, nh, hd}}, fmt::format("{}.attn.{}_heads", p, tag[j])));
-    HF2PTE_ASSIGN_OR_RETURN(qkv[j], b.op(OpId::PermuteCopyOut, {t, heads_first}, fmt::format("{}.attn.{}_t", p, tag[j])));
-  }
+  HF2PTE_ASSIGN_OR_RETURN(ValueId q, b.heads_of(h, w.q, nh, hd, p + ".attn.q"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId k, b.heads_of(h, w.k, nh, hd, p + ".attn.k"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId v, b.heads_of(h, w.v, nh, hd, p + ".attn.v"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId a, b.op(OpId::ScaledDotProductAttention,
-                                          {qkv[0], qkv[1], qkv[2], graph::None{}, 0.0, false, 1.0 / std::sqrt(double(hd)), false},
+                                          {q, k, v, graph::None{}, 0.0, false, 1.0 / std::sqrt(double(hd)), false},
                                           p + ".attn.sdpa"));
-  HF2PTE_ASSIGN_OR_RETURN(a, b.op(OpId::PermuteCopyOut, {a, heads_first}, p + ".attn.out_t"));
-  HF2PTE_ASSIGN_OR_RETURN(a, b.op(OpId::ViewCopyOut, {a, IntList{T, c.hidden_size}}, p + ".attn.merge"));
+  HF2PTE_ASSIGN_OR_RETURN(a, b.merge_heads(a, p + ".attn"));
   HF2PTE_ASSIGN_OR_RETURN(a, b.linear(a, w.o, p + ".attn.o_proj"));
   HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, a}, p + ".attn_residual"));
   HF2PTE_ASSIGN_OR_RETURN(h, b.norm(x, w.after, ln, p + ".layernorm_after"));
@@ -174,7 +167,7 @@ Result<BuiltModel> build_vit(Checkpoint& ckpt, const BuildOptions& opt) {
   HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, pos}, "embed"));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     HF2PTE_ASSIGN_OR_RETURN(VitLayer w, load_vit_layer(b, c, i));
-    HF2PTE_ASSIGN_OR_RETURN(x, vit_layer(b, c, w, T, x, i));
+    HF2PTE_ASSIGN_OR_RETURN(x, vit_layer(b, c, w, x, i));
   }
   HF2PTE_ASSIGN_OR_RETURN(NormWeights final_norm, b.norm_weights("vit.layernorm.weight", H, NormKind::kLayerNorm));
   HF2PTE_ASSIGN_OR_RETURN(x, b.norm(x, final_norm, NormOptions{NormKind::kLayerNorm, c.layer_norm_eps}, "final_norm"));
