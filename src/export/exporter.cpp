@@ -14,6 +14,7 @@
 #include "export/validate.h"
 #include "models/encoder.h"
 #include "models/vision.h"
+#include "models/whisper.h"
 #include "models/model_builder.h"
 
 namespace hf2pte::exp {
@@ -88,9 +89,10 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   bo.kv_cache = req.config.use_kv_cache;
   bo.exporter_version = fmt::format("hf2pte {}", HF2PTE_VERSION);
   // Encoders (bert, roberta, xlm-roberta, distilbert) and image models have their own builders and contracts.
-  auto build = models::is_encoder_checkpoint(ckpt)  ? &models::build_encoder
-               : models::is_vision_checkpoint(ckpt) ? &models::build_vision
-                                                    : &models::build_model;
+  auto build = models::is_encoder_checkpoint(ckpt)   ? &models::build_encoder
+               : models::is_vision_checkpoint(ckpt)  ? &models::build_vision
+               : models::is_whisper_checkpoint(ckpt) ? &models::build_whisper
+                                                     : &models::build_model;
   HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, build(ckpt, bo));
   for (const auto& w : built.warnings) if (req.on_warning) req.on_warning(w);
   HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(built.program, req.config));
