@@ -24,6 +24,7 @@ PACKAGES=(
   libpcre2-dev libutf8proc-dev libsentencepiece-dev  # tokenizers: regex, Unicode, tokenizer.model
   libcpp-httplib-dev                        # hf2pte serve: HTTP/1.1 server (docs/serve.md)
   libpng-dev libjpeg62-turbo-dev            # classify / preprocess: PNG and JPEG decoding
+  libfftw3-dev                              # transcribe / preprocess: the log-mel STFT
   curl                                      # serve's end-to-end tests: the error cases
 )
 if [ "$sanitizer" -eq 1 ]; then
