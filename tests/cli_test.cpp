@@ -463,5 +463,40 @@ TEST(Cli, ClassifyAndPreprocessImages) {
   EXPECT_FALSE(fs::exists(dir + "/x.npy"));
 }
 
+// transcribe runs a WAV file through the program's stored feature extractor,
+// the encoder once and greedy decoding; preprocess --audio writes the
+// features; bad input is one line.
+TEST(Cli, TranscribeAndPreprocessAudio) {
+  auto dir = test::temp_dir("transcribe-cli");
+  const std::string whisper = test::repo_path("tests/data/fixtures/whisper");
+  const std::string logmel = test::repo_path("tests/data/fixtures/whisper-logmel");
+  fs::create_directories(dir + "/model");
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"}) {
+    fs::copy_file(whisper + "/" + f, dir + "/model/" + f);
+  }
+  fs::copy_file(logmel + "/preprocessor_config.json", dir + "/model/preprocessor_config.json");
+  ASSERT_EQ(run_cli("export " + dir + "/model -o " + dir + "/w.pte --quiet", dir).exit_code, 0);
+  auto r = run_cli("transcribe " + dir + "/w.pte --audio " + logmel + "/audio.wav --max-new-tokens 8 --json", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], nlohmann::json::array({380}));  // decoder_start_token_id
+  EXPECT_EQ(j["ids"].size(), 8u);
+  EXPECT_GT(j["encoder_ms"].get<double>(), 0.0);
+  // The features are the fixture's 32-frame log-mel of the clip.
+  r = run_cli("preprocess --audio " + logmel + "/audio.wav --processor " + dir + "/w.pte -o " + dir + "/f.npy", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LE(test::max_abs_diff(test::as_floats(test::load_npy(dir + "/f.npy")),
+                               test::as_floats(test::load_npy(logmel + "/input_features.npy"))),
+            1e-4);
+  // One line for each bad input.
+  { std::ofstream(dir + "/bad.wav") << "RIFF0000WAVEjunk"; }
+  expect_one_line_error(run_cli("transcribe " + dir + "/w.pte --audio " + dir + "/bad.wav", dir), "bad WAV");
+  expect_one_line_error(run_cli("transcribe " + dir + "/w.pte --audio " + dir + "/none.wav", dir), "none.wav");
+  ASSERT_EQ(run_cli("export " + test::repo_path("models/stories260K") + " -o " + dir + "/lm.pte --quiet", dir).exit_code, 0);
+  expect_one_line_error(run_cli("transcribe " + dir + "/lm.pte --audio " + logmel + "/audio.wav", dir), "not a speech model");
+  expect_one_line_error(run_cli("preprocess --processor " + dir + "/w.pte -o " + dir + "/x.npy", dir), "--image F or --audio F");
+  EXPECT_FALSE(fs::exists(dir + "/x.npy"));
+}
+
 }  // namespace
 }  // namespace hf2pte

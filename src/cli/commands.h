@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/status.h"
+#include "preprocess/audio.h"
 #include "runtime/program.h"
 
 namespace hf2pte::cli {
@@ -72,6 +73,9 @@ int run_bench(const BenchArgs& a);
 
 /// A constant method's one output, or nullopt when the program has no such method.
 Result<std::optional<rt::EValue>> constant_output(const rt::Program& p, const char* name);
+/// A Whisper feature extractor: a folder's preprocessor_config.json, or a
+/// program's stored one with its own frame count and mel bins.
+Result<pre::FeatureExtractorConfig> feature_extractor_for(const std::string& path, const rt::Program* program);
 /// Whether the program says is_image_classifier (ViT, ResNet programs).
 Result<bool> is_image_classifier(const rt::Program& p);
 
@@ -86,11 +90,21 @@ CLI::App* add_classify_command(CLI::App& app, ClassifyArgs& a);
 int run_classify(const ClassifyArgs& a);
 
 struct PreprocessArgs {
-  std::string image, processor, output;
+  std::string image, audio, processor, output;
 };
-/// `hf2pte preprocess --image F --processor DIR|M.pte -o OUT.npy`
+/// `hf2pte preprocess (--image F | --audio F) --processor DIR|M.pte -o OUT.npy`
 CLI::App* add_preprocess_command(CLI::App& app, PreprocessArgs& a);
 int run_preprocess(const PreprocessArgs& a);
+
+struct TranscribeArgs {
+  std::string pte, audio, tokenizer;
+  int64_t max_new_tokens = 0;  ///< 0: up to the decoder's length
+  int threads = 0;
+  bool json = false;
+};
+/// `hf2pte transcribe M.pte --audio F.wav [--max-new-tokens N] [--tokenizer DIR] [--json]`
+CLI::App* add_transcribe_command(CLI::App& app, TranscribeArgs& a);
+int run_transcribe(const TranscribeArgs& a);
 
 struct ServeArgs {
   std::string pte, host = "127.0.0.1", api_key, model_name, tokenizer, chat_template;

@@ -398,6 +398,8 @@ int main(int argc, char** argv) {
   auto* classify = cli::add_classify_command(app, ca);
   cli::PreprocessArgs pa;
   auto* preprocess = cli::add_preprocess_command(app, pa);
+  cli::TranscribeArgs tra;
+  auto* transcribe = cli::add_transcribe_command(app, tra);
 
   try {
     app.parse(argc, argv);
@@ -417,5 +419,6 @@ int main(int argc, char** argv) {
   if (*serve) return cli::run_serve(sa);
   if (*classify) return cli::run_classify(ca);
   if (*preprocess) return cli::run_preprocess(pa);
+  if (*transcribe) return cli::run_transcribe(tra);
   return 2;
 }

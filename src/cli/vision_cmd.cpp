@@ -84,8 +84,11 @@ CLI::App* add_classify_command(CLI::App& app, ClassifyArgs& a) {
 }
 
 CLI::App* add_preprocess_command(CLI::App& app, PreprocessArgs& a) {
-  auto* c = app.add_subcommand("preprocess", "write the tensor a model receives for an input file (pixel_values)");
-  c->add_option("--image", a.image, "PNG or JPEG file")->required();
+  auto* c = app.add_subcommand("preprocess", "write the tensor a model receives for an input file (pixel_values, input_features)");
+  auto* image = c->add_option("--image", a.image, "PNG or JPEG file");
+  auto* audio = c->add_option("--audio", a.audio, "16 kHz WAV file");
+  image->excludes(audio);
+  audio->excludes(image);
   c->add_option("--processor", a.processor, "folder with preprocessor_config.json, or a .pte that stores one")->required();
   c->add_option("-o,--output", a.output, "output .npy")->required();
   return c;
@@ -97,6 +100,21 @@ int run_preprocess(const PreprocessArgs& a) {
     auto p = rt::Program::load(a.processor);
     if (!p) return fail(p.status());
     program = *p;
+  }
+  if (a.image.empty() == a.audio.empty()) {
+    return fail(make_error(ErrorCode::kInvalidArgument, "preprocess needs --image F or --audio F (command line)"));
+  }
+  if (!a.audio.empty()) {
+    auto fe = feature_extractor_for(a.processor, program.get());
+    if (!fe) return fail(fe.status());
+    auto wav = pre::read_wav(a.audio);
+    if (!wav) return fail(wav.status());
+    auto features = pre::log_mel_features(*wav, *fe, a.audio);
+    if (!features) return fail(features.status());
+    if (auto st = write_npy(a.output, *features); !st) return fail(st);
+    std::fprintf(stderr, "hf2pte: wrote %s: input_features f32[1, %lld, %lld]\n", a.output.c_str(),
+                 static_cast<long long>(features->sizes[1]), static_cast<long long>(features->sizes[2]));
+    return 0;
   }
   std::vector<std::string> warnings;
   auto cfg = processor_for(a.processor, program.get(), &warnings);
