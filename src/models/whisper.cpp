@@ -125,6 +125,28 @@ Result<ValueId> attention(BlockBuilder& b, const AttentionWeights& w, int64_t he
   return b.op(OpId::AddOut, {x, a}, p + ".residual");
 }
 
+/// x += out_proj(attention(LN(x), K/V buffers [heads, T, head_dim])), the
+/// buffers' rows `rows` first overwritten with the projections of `new_states`.
+Result<ValueId> cross_attention(BlockBuilder& b, const AttentionWeights& w, int64_t heads, ValueId x, ValueId new_states,
+                                ValueId rows, int64_t T, const std::string& p) {
+  Graph& g = b.graph();
+  const int64_t D = g.type(x).sizes[1].constant_value(), hd = D / heads;
+  HF2PTE_ASSIGN_OR_RETURN(ValueId k, b.heads_of(new_states, w.k, heads, hd, p + ".k"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId v, b.heads_of(new_states, w.v, heads, hd, p + ".v"));
+  TensorType type{b.dtype(), {heads, T, hd}, {}};
+  ValueId kc = g.add_buffer(p + ".k_cache", type), vc = g.add_buffer(p + ".v_cache", type);
+  OptTensorList at{std::nullopt, rows};
+  HF2PTE_RETURN_IF_ERROR(g.add_node(OpId::IndexPut_, {kc, at, k}, p + ".k_update").status());
+  HF2PTE_RETURN_IF_ERROR(g.add_node(OpId::IndexPut_, {vc, at, v}, p + ".v_update").status());
+  HF2PTE_ASSIGN_OR_RETURN(ValueId h, b.norm(x, w.norm, NormOptions{NormKind::kLayerNorm, 1e-5}, p + ".norm"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId q, b.heads_of(h, w.q, heads, hd, p + ".q"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId a, b.op(OpId::ScaledDotProductAttention,
+                                          {q, kc, vc, graph::None{}, 0.0, false, 1.0 / std::sqrt(double(hd)), false}, p + ".sdpa"));
+  HF2PTE_ASSIGN_OR_RETURN(a, b.merge_heads(a, p));
+  HF2PTE_ASSIGN_OR_RETURN(a, b.linear(a, w.o, p + ".out_proj"));
+  return b.op(OpId::AddOut, {x, a}, p + ".residual");
+}
+
 /// A conv1d (weight [O, C, K], stride, padding K / 2) as a 2-D convolution over height 1, then the activation.
 Result<ValueId> conv1d(BlockBuilder& b, const WhisperConfig& c, ValueId x, const std::string& name, int64_t O, int64_t C,
                        int64_t stride, const std::string& label) {
@@ -178,6 +200,18 @@ Status build_decoder_method(BlockBuilder& b, const WhisperConfig& c, int64_t max
   HF2PTE_ASSIGN_OR_RETURN(ValueId p_rows, b.op(OpId::IndexSelectOut, {table, int64_t{0}, pos}, "positions"));
   HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, p_rows}, "embed_with_pos"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId states, b.op(OpId::ViewCopyOut, {enc, IntList{T, D}}, "encoder_states"));
+  // Cross-attention K/V once per utterance: the call whose first cache_position
+  // is 0 projects all T encoder rows into per-layer buffers; later calls select
+  // zero rows (a data-dependent count from nonzero), so their projections do
+  // no work and the buffers keep the utterance's K/V.
+  HF2PTE_ASSIGN_OR_RETURN(ValueId first, b.op(OpId::SliceCopyTensorOut, {pos, int64_t{0}, SymInt(0), SymInt(1)}, "cross.first_position"));
+  ValueId zero_pos = b.scalar(ScalarType::kLong, 0, "cross.zero");
+  HF2PTE_ASSIGN_OR_RETURN(ValueId starts, b.op(OpId::EqTensorOut, {first, zero_pos}, "cross.new_utterance"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId wanted, b.op(OpId::ExpandCopyOut, {starts, IntList{T}}, "cross.rows_wanted"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId nz, b.op(OpId::NonzeroOut, {wanted}, "cross.rows"));
+  const SymInt n_rows = g.type(nz).sizes[0];
+  HF2PTE_ASSIGN_OR_RETURN(ValueId rows, b.op(OpId::ViewCopyOut, {nz, IntList{n_rows}}, "cross.row_ids"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId new_states, b.op(OpId::IndexSelectOut, {states, int64_t{0}, rows}, "cross.new_states"));
   // Causal mask over the cache: key j visible to query i iff j <= pos_i.
   std::vector<int64_t> keys(static_cast<size_t>(max_len));
   for (int64_t j = 0; j < max_len; ++j) keys[size_t(j)] = j;
@@ -206,7 +240,7 @@ Status build_decoder_method(BlockBuilder& b, const WhisperConfig& c, int64_t max
     HF2PTE_ASSIGN_OR_RETURN(a, b.merge_heads(a, p + ".self_attn"));
     HF2PTE_ASSIGN_OR_RETURN(a, b.linear(a, w.self.o, p + ".self_attn.out_proj"));
     HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, a}, p + ".self_attn.residual"));
-    HF2PTE_ASSIGN_OR_RETURN(x, attention(b, w.cross, heads, x, states, graph::None{}, p + ".encoder_attn"));
+    HF2PTE_ASSIGN_OR_RETURN(x, cross_attention(b, w.cross, heads, x, new_states, rows, T, p + ".encoder_attn"));
     HF2PTE_ASSIGN_OR_RETURN(x, mlp(b, c, w, x, p));
   }
   HF2PTE_ASSIGN_OR_RETURN(NormWeights ln, b.norm_weights("model.decoder.layer_norm.weight", D, NormKind::kLayerNorm));
