@@ -36,3 +36,5 @@ run_fuzzer fuzz_tokenizer "$(corpus tokenizer models/stories260K/tokenizer.json 
 run_fuzzer fuzz_chat_template "$(corpus chat_template fuzz/seeds/chat_template/*.jinja)"
 # hf2pte serve's request bodies (both endpoints) and its stop-string matcher.
 run_fuzzer fuzz_openai_request "$(corpus openai fuzz/seeds/openai/*.json)"
+run_fuzzer fuzz_image "$(corpus image tests/data/fixtures/vit-preprocess/image.png)"
+run_fuzzer fuzz_wav "$(corpus wav tests/data/fixtures/whisper-logmel/audio.wav)"

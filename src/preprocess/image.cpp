@@ -54,7 +54,7 @@ bool decode_png_rows(PngSource* src, std::vector<uint8_t>* out, std::vector<png_
   png_read_info(png, info);
   const png_uint_32 width = png_get_image_width(png, info), height = png_get_image_height(png, info);
   if (width == 0 || height == 0 || int64_t(width) * int64_t(height) > kMaxImagePixels) {
-    std::snprintf(src->error, sizeof src->error, "image of %ux%u pixels is empty or too large (at most 2^28)", width, height);
+    std::snprintf(src->error, sizeof src->error, "image of %ux%u pixels is empty or too large (at most 2^26)", width, height);
     png_destroy_read_struct(&png, &info, nullptr);
     return false;
   }
@@ -129,7 +129,7 @@ bool decode_jpeg_rows(std::span<const uint8_t> bytes, JpegError* err, std::vecto
   }
   if (cinfo.image_width == 0 || cinfo.image_height == 0 ||
       int64_t(cinfo.image_width) * int64_t(cinfo.image_height) > kMaxImagePixels) {
-    std::snprintf(err->message, sizeof err->message, "image of %ux%u pixels is empty or too large (at most 2^28)",
+    std::snprintf(err->message, sizeof err->message, "image of %ux%u pixels is empty or too large (at most 2^26)",
                   cinfo.image_width, cinfo.image_height);
     jpeg_destroy_decompress(&cinfo);
     return false;

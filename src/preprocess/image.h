@@ -21,8 +21,8 @@ struct Rgb8Image {
   uint8_t at(int64_t y, int64_t x, int c) const { return pixels[size_t((y * width + x) * 3 + c)]; }
 };
 
-/// The largest image accepted (width * height): bounds the memory a header can ask for.
-constexpr int64_t kMaxImagePixels = int64_t(1) << 28;
+/// The largest image accepted (width * height, 8192 x 8192): bounds the memory a header can ask for.
+constexpr int64_t kMaxImagePixels = int64_t(1) << 26;
 
 /// Decodes PNG or JPEG bytes (chosen by the signature); `where` names the source in errors.
 Result<Rgb8Image> decode_image(std::span<const uint8_t> bytes, const std::string& where);

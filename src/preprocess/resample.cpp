@@ -159,7 +159,7 @@ Result<Resample> resample_from_int(int64_t v) {
 
 Result<Rgb8Image> resize(const Rgb8Image& in, int64_t width, int64_t height, Resample filter) {
   HF2PTE_CHECK_OR_RETURN(width > 0 && height > 0 && width * height <= kMaxImagePixels, kInvalidArgument,
-                         "resize to {}x{}: expected a positive size of at most 2^28 pixels", width, height);
+                         "resize to {}x{}: expected a positive size of at most 2^26 pixels", width, height);
   HF2PTE_CHECK_OR_RETURN(in.width > 0 && in.height > 0, kInvalidArgument, "resize of an empty image");
   if (filter == Resample::kNearest) return nearest(in, width, height);
   const Filter f = filter_of(filter);
