@@ -77,6 +77,17 @@ Result<std::vector<std::string>> labels(const nlohmann::json& j, const std::stri
   return out;
 }
 
+/// The labels of an image classifier's config (required), after checking the options apply.
+Result<std::vector<std::string>> classifier_labels(const Checkpoint& ckpt, const BuildOptions& opt) {
+  const std::string where = ckpt.config_path();
+  HF2PTE_CHECK_OR_RETURN(opt.dtype == ScalarType::kFloat, kNotSupported,
+                         "--dtype {} is not supported for image models yet; expected fp32", scalar_type_name(opt.dtype));
+  HF2PTE_ASSIGN_OR_RETURN(auto label_list, labels(ckpt.config(), where));
+  HF2PTE_CHECK_OR_RETURN(!label_list.empty(), kInvalidInput, "{}: an image classifier needs id2label ({})",
+                         json_label(where), where);
+  return label_list;
+}
+
 struct VitLayer {
   NormWeights before, after;
   LinearWeights q, k, v, o, up, down;
@@ -140,9 +151,7 @@ void set_vision_metadata(BuiltModel& out, const Checkpoint& ckpt, const std::vec
 Result<BuiltModel> build_vit(Checkpoint& ckpt, const BuildOptions& opt) {
   const std::string where = ckpt.config_path();
   HF2PTE_ASSIGN_OR_RETURN(VitConfig c, parse_vit_config(ckpt.config(), where));
-  HF2PTE_ASSIGN_OR_RETURN(auto label_list, labels(ckpt.config(), where));
-  HF2PTE_CHECK_OR_RETURN(opt.dtype == ScalarType::kFloat, kNotSupported,
-                         "--dtype {} is not supported for image models yet; expected fp32", scalar_type_name(opt.dtype));
+  HF2PTE_ASSIGN_OR_RETURN(auto label_list, classifier_labels(ckpt, opt));
   const int64_t H = c.hidden_size, P = c.patch_size, C = c.num_channels, side = c.image_size / P, Np = side * side;
   const int64_t T = Np + 1;
   BuiltModel out;
@@ -174,7 +183,6 @@ Result<BuiltModel> build_vit(Checkpoint& ckpt, const BuildOptions& opt) {
   HF2PTE_ASSIGN_OR_RETURN(ValueId hidden, b.op(OpId::ViewCopyOut, {x, IntList{1, T, H}}, "last_hidden_state"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId first, b.op(OpId::SliceCopyTensorOut, {x, int64_t{0}, SymInt(0), SymInt(1)}, "cls_out"));
   const int64_t L = int64_t(label_list.size());
-  HF2PTE_CHECK_OR_RETURN(L > 0, kInvalidInput, "{}: an image classifier needs id2label ({})", json_label(where), where);
   HF2PTE_ASSIGN_OR_RETURN(LinearWeights head, b.linear_weights("classifier", L, H, true));
   HF2PTE_ASSIGN_OR_RETURN(ValueId logits, b.linear(first, head, "logits"));
   g.set_outputs({logits, hidden});
@@ -309,11 +317,7 @@ Result<ValueId> resnet_layer(BlockBuilder& b, const ResNetConfig& c, ValueId x, 
 Result<BuiltModel> build_resnet(Checkpoint& ckpt, const BuildOptions& opt) {
   const std::string where = ckpt.config_path();
   HF2PTE_ASSIGN_OR_RETURN(ResNetConfig c, parse_resnet_config(ckpt.config(), where));
-  HF2PTE_ASSIGN_OR_RETURN(auto label_list, labels(ckpt.config(), where));
-  HF2PTE_CHECK_OR_RETURN(opt.dtype == ScalarType::kFloat, kNotSupported,
-                         "--dtype {} is not supported for image models yet; expected fp32", scalar_type_name(opt.dtype));
-  HF2PTE_CHECK_OR_RETURN(!label_list.empty(), kInvalidInput, "{}: an image classifier needs id2label ({})",
-                         json_label(where), where);
+  HF2PTE_ASSIGN_OR_RETURN(auto label_list, classifier_labels(ckpt, opt));
   // The input size: the processor's crop (ResNet checkpoints carry no image_size), else 224.
   int64_t side = 224;
   if (auto pre = read_json_object_file(ckpt.dir() + "/preprocessor_config.json"); pre.is_ok()) {
