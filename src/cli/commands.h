@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "preprocess/audio.h"
@@ -76,6 +77,15 @@ Result<std::optional<rt::EValue>> constant_output(const rt::Program& p, const ch
 /// A Whisper feature extractor: a folder's preprocessor_config.json, or a
 /// program's stored one with its own frame count and mel bins.
 Result<pre::FeatureExtractorConfig> feature_extractor_for(const std::string& path, const rt::Program* program);
+/// A string constant method parsed as JSON (get_id2label, get_generation_config); null when the program has none.
+Result<nlohmann::json> constant_json(const rt::Program& p, const char* name, const std::string& where);
+/// preprocessor_config.json of a folder, or the one a program stores
+/// (get_preprocessor_config; null when it stores none), and where it came from.
+struct ProcessorSource {
+  nlohmann::json config;
+  std::string where;
+};
+Result<ProcessorSource> processor_config(const std::string& path, const rt::Program* program);
 /// Whether the program says is_image_classifier (ViT, ResNet programs).
 Result<bool> is_image_classifier(const rt::Program& p);
 

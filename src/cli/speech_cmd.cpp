@@ -27,12 +27,6 @@ Result<int64_t> constant_int(const rt::Program& p, const char* name, const std::
   return v->i;
 }
 
-Result<nlohmann::json> constant_json(const rt::Program& p, const char* name, const std::string& where) {
-  HF2PTE_ASSIGN_OR_RETURN(auto v, constant_output(p, name));
-  if (!v || v->tag != rt::Tag::kString) return nlohmann::json::object();
-  return parse_json(std::string(v->s), where + ": " + name);
-}
-
 /// The decoder prompt: decoder_start_token_id, then forced_decoder_ids [[index, id], ...] in index order,
 /// or <|notimestamps|> when the generation config names one and forces nothing.
 std::vector<int64_t> forced_prompt(int64_t start, const nlohmann::json& gen) {
@@ -58,15 +52,11 @@ std::vector<int64_t> forced_prompt(int64_t start, const nlohmann::json& gen) {
 }  // namespace
 
 Result<pre::FeatureExtractorConfig> feature_extractor_for(const std::string& path, const rt::Program* program) {
-  if (std::filesystem::is_directory(path)) {
-    const std::string file = path + "/preprocessor_config.json";
-    HF2PTE_ASSIGN_OR_RETURN(auto j, read_json_object_file(file));
-    return pre::parse_feature_extractor(j, file);
-  }
-  HF2PTE_CHECK_OR_RETURN(program != nullptr, kInvalidArgument,
-                         "--processor must be a folder with preprocessor_config.json or a .pte ({})", path);
-  HF2PTE_ASSIGN_OR_RETURN(auto j, constant_json(*program, "get_preprocessor_config", path));
-  HF2PTE_ASSIGN_OR_RETURN(pre::FeatureExtractorConfig c, pre::parse_feature_extractor(j, path + ": get_preprocessor_config"));
+  HF2PTE_ASSIGN_OR_RETURN(ProcessorSource src, processor_config(path, program));
+  // A program that stores none gets WhisperFeatureExtractor's defaults.
+  if (src.config.is_null()) src.config = nlohmann::json::object();
+  HF2PTE_ASSIGN_OR_RETURN(pre::FeatureExtractorConfig c, pre::parse_feature_extractor(src.config, src.where));
+  if (program == nullptr || std::filesystem::is_directory(path)) return c;
   // The program's own input size wins: the audio is padded / trimmed to its frames.
   HF2PTE_ASSIGN_OR_RETURN(int64_t frames, constant_int(*program, "get_n_frames", path));
   HF2PTE_ASSIGN_OR_RETURN(c.feature_size, constant_int(*program, "get_num_mel_bins", path));
@@ -101,9 +91,11 @@ int run_transcribe(const TranscribeArgs& a) {
   auto fe = feature_extractor_for(a.pte, program->get());
   if (!fe) return fail(fe.status());
   auto start = constant_int(**program, "decoder_start_token_id", a.pte);
+  if (!start) return fail(start.status());
   auto max_len = constant_int(**program, "get_max_seq_len", a.pte);
+  if (!max_len) return fail(max_len.status());
   auto gen_config = constant_json(**program, "get_generation_config", a.pte);
-  if (!start || !max_len || !gen_config) return fail(!start ? start.status() : !max_len ? max_len.status() : gen_config.status());
+  if (!gen_config) return fail(gen_config.status());
   std::vector<int64_t> eos;
   if (auto e = constant_output(**program, "get_eos_ids"); e && *e && (*e)->is_int()) eos.push_back((*e)->i);
   // The embedded tokenizer, or --tokenizer; a program without one prints ids.

@@ -34,32 +34,33 @@ Result<bool> is_image_classifier(const rt::Program& p) {
   return v && v->is_bool() && v->i != 0;
 }
 
-namespace {
-
-Result<std::optional<rt::EValue>> constant(const rt::Program& p, const char* name) { return constant_output(p, name); }
-
-Result<std::string> constant_string(const rt::Program& p, const char* name) {
-  HF2PTE_ASSIGN_OR_RETURN(auto v, constant(p, name));
-  return v && v->tag == rt::Tag::kString ? std::string(v->s) : std::string();
+Result<nlohmann::json> constant_json(const rt::Program& p, const char* name, const std::string& where) {
+  HF2PTE_ASSIGN_OR_RETURN(auto v, constant_output(p, name));
+  if (!v || v->tag != rt::Tag::kString) return nlohmann::json();
+  return parse_json(std::string(v->s), where + ": " + name);
 }
+
+Result<ProcessorSource> processor_config(const std::string& path, const rt::Program* program) {
+  if (std::filesystem::is_directory(path)) {
+    const std::string file = path + "/preprocessor_config.json";
+    HF2PTE_ASSIGN_OR_RETURN(auto j, read_json_object_file(file));
+    return ProcessorSource{std::move(j), file};
+  }
+  HF2PTE_CHECK_OR_RETURN(program != nullptr, kInvalidArgument,
+                         "--processor must be a folder with preprocessor_config.json or a .pte ({})", path);
+  HF2PTE_ASSIGN_OR_RETURN(auto j, constant_json(*program, "get_preprocessor_config", path));
+  return ProcessorSource{std::move(j), path + ": get_preprocessor_config"};
+}
+
+namespace {
 
 /// The processor: a folder's preprocessor_config.json, or the one stored in a
 /// program, or (none stored) ViTImageProcessor's defaults at the model's image size.
 Result<pre::ImageProcessorConfig> processor_for(const std::string& path, const rt::Program* program,
                                                 std::vector<std::string>* warnings) {
-  if (std::filesystem::is_directory(path)) {
-    const std::string file = path + "/preprocessor_config.json";
-    HF2PTE_ASSIGN_OR_RETURN(auto j, read_json_object_file(file));
-    return pre::parse_image_processor(j, file);
-  }
-  HF2PTE_CHECK_OR_RETURN(program != nullptr, kInvalidArgument,
-                         "--processor must be a folder with preprocessor_config.json or a .pte ({})", path);
-  HF2PTE_ASSIGN_OR_RETURN(std::string text, constant_string(*program, "get_preprocessor_config"));
-  if (!text.empty()) {
-    HF2PTE_ASSIGN_OR_RETURN(auto j, parse_json(text, path + ": get_preprocessor_config"));
-    return pre::parse_image_processor(j, path + ": get_preprocessor_config");
-  }
-  HF2PTE_ASSIGN_OR_RETURN(auto size, constant(*program, "get_image_size"));
+  HF2PTE_ASSIGN_OR_RETURN(ProcessorSource src, processor_config(path, program));
+  if (!src.config.is_null()) return pre::parse_image_processor(src.config, src.where);
+  HF2PTE_ASSIGN_OR_RETURN(auto size, constant_output(*program, "get_image_size"));
   HF2PTE_CHECK_OR_RETURN(size && size->is_int(), kInvalidArgument,
                          "the program is not an image model (no get_image_size) ({})", path);
   warnings->push_back(fmt::format("the program stores no preprocessor_config.json; using ViTImageProcessor's defaults "
@@ -147,9 +148,7 @@ int run_classify(const ClassifyArgs& a) {
   std::vector<std::string> warnings;
   auto cfg = processor_for(a.processor.empty() ? a.pte : a.processor, program->get(), &warnings);
   if (!cfg) return fail(cfg.status());
-  auto labels_text = constant_string(**program, "get_id2label");
-  if (!labels_text) return fail(labels_text.status());
-  auto labels_json = parse_json(*labels_text, a.pte + ": get_id2label");
+  auto labels_json = constant_json(**program, "get_id2label", a.pte);
   if (!labels_json) return fail(labels_json.status());
   std::vector<std::string> labels;
   for (const auto& l : *labels_json) labels.push_back(l.is_string() ? l.get<std::string>() : l.dump());

@@ -385,8 +385,9 @@ Result<ValueId> BlockBuilder::moe(ValueId x, const MoeWeights& w, const MoeOptio
   const SymInt S = g_.type(x).sizes[0];
   LinearWeights router{w.router, w.router_bias};
   HF2PTE_ASSIGN_OR_RETURN(ValueId r, linear(x, router, name + ".router"));
-  ValueId zero = scalar(ScalarType::kFloat, 0.0, name + ".zero");
-  ValueId ninf = scalar(ScalarType::kFloat, -std::numeric_limits<double>::infinity(), name + ".neg_inf");
+  // Fill values, made where a branch uses them (no unused constants in the program).
+  auto zero = [&] { return scalar(ScalarType::kFloat, 0.0, name + ".zero"); };
+  auto neg_inf = [&] { return scalar(ScalarType::kFloat, -std::numeric_limits<double>::infinity(), name + ".neg_inf"); };
   ValueId weights = -1;
   if (o.router == RouterKind::kSigmoidGrouped) {
     const int64_t G = o.n_group, n = E / o.n_group;
@@ -397,14 +398,14 @@ Result<ValueId> BlockBuilder::moe(ValueId x, const MoeWeights& w, const MoeOptio
     }
     HF2PTE_ASSIGN_OR_RETURN(ValueId cg, op(OpId::ViewCopyOut, {c, IntList{S, G, n}}, name + ".grouped"));
     HF2PTE_ASSIGN_OR_RETURN(ValueId best2, top_k_mask(cg, 2, name + ".group_best2"));
-    HF2PTE_ASSIGN_OR_RETURN(ValueId best2_c, op(OpId::WhereSelfOut, {best2, cg, zero}, name + ".group_best2_scores"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId best2_c, op(OpId::WhereSelfOut, {best2, cg, zero()}, name + ".group_best2_scores"));
     HF2PTE_ASSIGN_OR_RETURN(ValueId group_score, op(OpId::SumIntListOut, {best2_c, IntList{-1}, false, None{}}, name + ".group_scores"));
     HF2PTE_ASSIGN_OR_RETURN(ValueId groups, top_k_mask(group_score, o.topk_group, name + ".groups"));
     HF2PTE_ASSIGN_OR_RETURN(groups, op(OpId::ViewCopyOut, {groups, IntList{S, G, 1}}, name + ".groups3"));
-    HF2PTE_ASSIGN_OR_RETURN(ValueId eligible, op(OpId::WhereSelfOut, {groups, cg, ninf}, name + ".eligible"));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId eligible, op(OpId::WhereSelfOut, {groups, cg, neg_inf()}, name + ".eligible"));
     HF2PTE_ASSIGN_OR_RETURN(eligible, op(OpId::ViewCopyOut, {eligible, IntList{S, E}}, name + ".eligible2"));
     HF2PTE_ASSIGN_OR_RETURN(ValueId selected, top_k_mask(eligible, o.top_k, name + ".top_k"));
-    HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::WhereSelfOut, {selected, sc, zero}, name + ".selected_scores"));
+    HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::WhereSelfOut, {selected, sc, zero()}, name + ".selected_scores"));
     if (o.normalize_top_k) {
       HF2PTE_ASSIGN_OR_RETURN(ValueId sum, op(OpId::SumIntListOut, {weights, IntList{-1}, true, None{}}, name + ".selected_sum"));
       HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::DivOut, {weights, sum}, name + ".normalized"));
@@ -415,11 +416,11 @@ Result<ValueId> BlockBuilder::moe(ValueId x, const MoeWeights& w, const MoeOptio
   } else {
     HF2PTE_ASSIGN_OR_RETURN(ValueId selected, top_k_mask(r, o.top_k, name + ".top_k"));
     if (o.normalize_top_k) {
-      HF2PTE_ASSIGN_OR_RETURN(ValueId masked, op(OpId::WhereSelfOut, {selected, r, ninf}, name + ".masked"));
+      HF2PTE_ASSIGN_OR_RETURN(ValueId masked, op(OpId::WhereSelfOut, {selected, r, neg_inf()}, name + ".masked"));
       HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::SoftmaxOut, {masked, int64_t{-1}, false}, name + ".weights"));
     } else {
       HF2PTE_ASSIGN_OR_RETURN(ValueId probs, op(OpId::SoftmaxOut, {r, int64_t{-1}, false}, name + ".probs"));
-      HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::WhereSelfOut, {selected, probs, zero}, name + ".weights"));
+      HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::WhereSelfOut, {selected, probs, zero()}, name + ".weights"));
     }
   }
 

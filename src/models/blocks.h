@@ -88,10 +88,10 @@ struct WeightView {
   int64_t row_width = 0;
   int64_t row_begin = 0;
   int64_t row_end = -1;
-  std::vector<int64_t> rows;
-  std::vector<int64_t> cols;
+  std::vector<int64_t> rows{};
+  std::vector<int64_t> cols{};
   bool transpose = false;
-  std::vector<int64_t> sizes;
+  std::vector<int64_t> sizes{};
   graph::ConstantRecipe::Map map = graph::ConstantRecipe::Map::kIdentity;
 };
 

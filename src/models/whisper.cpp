@@ -109,17 +109,16 @@ Result<ValueId> mlp(BlockBuilder& b, const WhisperConfig& c, const LayerWeights&
   return b.op(OpId::AddOut, {x, h}, p + ".mlp_residual");
 }
 
-/// x += out_proj(attention(q = LN(x), k/v = kv or LN(x))); `mask` None for full attention.
-Result<ValueId> attention(BlockBuilder& b, const AttentionWeights& w, int64_t heads, ValueId x, std::optional<ValueId> kv,
-                          graph::Arg mask, const std::string& p) {
+/// The encoder's x += out_proj(attention(LN(x))), every frame seeing every frame.
+Result<ValueId> self_attention(BlockBuilder& b, const AttentionWeights& w, int64_t heads, ValueId x, const std::string& p) {
   const int64_t D = b.graph().type(x).sizes[1].constant_value(), hd = D / heads;
   HF2PTE_ASSIGN_OR_RETURN(ValueId h, b.norm(x, w.norm, NormOptions{NormKind::kLayerNorm, 1e-5}, p + ".norm"));
-  const ValueId src = kv.value_or(h);
   HF2PTE_ASSIGN_OR_RETURN(ValueId q, b.heads_of(h, w.q, heads, hd, p + ".q"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId k, b.heads_of(src, w.k, heads, hd, p + ".k"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId v, b.heads_of(src, w.v, heads, hd, p + ".v"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId k, b.heads_of(h, w.k, heads, hd, p + ".k"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId v, b.heads_of(h, w.v, heads, hd, p + ".v"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId a, b.op(OpId::ScaledDotProductAttention,
-                                          {q, k, v, mask, 0.0, false, 1.0 / std::sqrt(double(hd)), false}, p + ".sdpa"));
+                                          {q, k, v, graph::None{}, 0.0, false, 1.0 / std::sqrt(double(hd)), false},
+                                          p + ".sdpa"));
   HF2PTE_ASSIGN_OR_RETURN(a, b.merge_heads(a, p));
   HF2PTE_ASSIGN_OR_RETURN(a, b.linear(a, w.o, p + ".out_proj"));
   return b.op(OpId::AddOut, {x, a}, p + ".residual");
@@ -173,7 +172,7 @@ Status build_encoder_method(BlockBuilder& b, const WhisperConfig& c) {
   for (int64_t i = 0; i < c.encoder_layers; ++i) {
     const auto p = fmt::format("layers.{}", i);
     HF2PTE_ASSIGN_OR_RETURN(LayerWeights w, load_layer(b, fmt::format("model.encoder.layers.{}.", i), D, c.encoder_ffn, false));
-    HF2PTE_ASSIGN_OR_RETURN(x, attention(b, w.self, c.encoder_heads, x, std::nullopt, graph::None{}, p + ".self_attn"));
+    HF2PTE_ASSIGN_OR_RETURN(x, self_attention(b, w.self, c.encoder_heads, x, p + ".self_attn"));
     HF2PTE_ASSIGN_OR_RETURN(x, mlp(b, c, w, x, p));
   }
   HF2PTE_ASSIGN_OR_RETURN(NormWeights ln, b.norm_weights("model.encoder.layer_norm.weight", D, NormKind::kLayerNorm));
