@@ -4,8 +4,11 @@
 // ResNet's pooled output) within 1e-4 through the portable kernels, the
 // optimized kernels and --backend xnnpack.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <fstream>
+#include <map>
 
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "checkpoint/checkpoint.h"
@@ -14,6 +17,7 @@
 #include "export/exporter.h"
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"
+#include "pte/pte_file.h"
 #include "runtime/program.h"
 #include "test_util.h"
 
@@ -90,6 +94,46 @@ INSTANTIATE_TEST_SUITE_P(
       n += std::get<1>(info.param) == exp::Backend::kPortable ? "_portable" : "_xnnpack";
       return n + (std::get<2>(info.param) ? "_optimized" : "_reference_kernels");
     });
+
+// --backend xnnpack takes ResNet whole, as upstream's partitioner does:
+// one delegate with every convolution, the max pool and the global average
+// pool computing channels-last (NHWC), ReLUs fused into their producers, and
+// only the transposes at the delegate's edges (the NCHW input, the NCHW
+// outputs). No convolution or pooling kernel call is left outside.
+TEST(ResNetOnXnnpack, OneChannelsLastDelegate) {
+  ASSERT_TRUE(xnn::register_xnnpack_backend().is_ok());
+  const auto pte = export_case("resnet-bottleneck", exp::Backend::kXnnpack);
+  auto file = pte::PteFile::open(pte);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  const auto* forward = (*file)->program().execution_plan()->Get(0);
+  ASSERT_NE(forward->delegates(), nullptr);
+  ASSERT_EQ(forward->delegates()->size(), 1u);
+  auto payload = (*file)->delegate_data(*forward->delegates()->Get(0)->processed());
+  ASSERT_TRUE(payload.is_ok());
+  auto counts = xnn::xnnpack_node_counts(*payload, file->get());
+  ASSERT_TRUE(counts.is_ok()) << counts.status().message();
+  std::map<std::string, size_t> c(counts->begin(), counts->end());
+  // resnet-bottleneck: the stem, 2 stages x (3 convs) + 2 shortcuts = 9 convolutions.
+  std::ifstream config_file(test::repo_path("tests/data/fixtures/resnet-bottleneck/config.json"));
+  const auto config = nlohmann::json::parse(config_file);
+  size_t convs = 1, shortcuts = 0;
+  int64_t in = config["embedding_size"].get<int64_t>();
+  for (size_t st = 0; st < config["depths"].size(); ++st) {
+    const int64_t out = config["hidden_sizes"][st].get<int64_t>();
+    convs += 3 * config["depths"][st].get<size_t>();
+    shortcuts += in != out || st > 0 || config.value("downsample_in_first_stage", false) ? 1 : 0;
+    in = out;
+  }
+  EXPECT_EQ(c["XNNConv2d"], convs + shortcuts);
+  EXPECT_EQ(c["XNNMaxPooling2d"], 1u);
+  EXPECT_EQ(c["XNNGlobalAvgPooling2d"], 1u);
+  EXPECT_EQ(c["XNNClamp"], 0u);           // every ReLU fused into its conv or residual add
+  EXPECT_EQ(c["XNNStaticTranspose"], 3u);  // pixel_values in; last_hidden_state and pooler_output out
+  for (const auto* op : *forward->operators()) {
+    EXPECT_EQ(op->name()->str().find("conv"), std::string::npos) << op->name()->str();
+    EXPECT_EQ(op->name()->str().find("pool"), std::string::npos) << op->name()->str();
+  }
+}
 
 // The BatchNorm fold (models/blocks.cpp, conv_bn_folded: applied while the
 // builder streams the weights, so no BatchNorm reaches the graph) equals conv

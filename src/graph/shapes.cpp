@@ -592,6 +592,32 @@ Outs ConvolutionOut(const Graph& g, const Args& a) {
   return one(like(*x, std::move(sizes), x->dtype));
 }
 
+// values and int64 indices [n, c, oh, ow]: oh = (H + 2p - d(k-1) - 1) // s + 1
+// (stride [] = kernel; ceil_mode is refused: the models we build never set it).
+Outs MaxPool2dWithIndicesOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "self"));
+  HF2PTE_ASSIGN_OR_RETURN(auto kernel, int_list_arg(a, 1, "kernel_size"));
+  HF2PTE_ASSIGN_OR_RETURN(auto stride, int_list_arg(a, 2, "stride"));
+  HF2PTE_ASSIGN_OR_RETURN(auto padding, int_list_arg(a, 3, "padding"));
+  HF2PTE_ASSIGN_OR_RETURN(auto dilation, int_list_arg(a, 4, "dilation"));
+  HF2PTE_ASSIGN_OR_RETURN(bool ceil_mode, bool_arg(a, 5, "ceil_mode"));
+  if (ceil_mode) return make_error(ErrorCode::kNotSupported, "max_pool2d_with_indices: ceil_mode is not supported");
+  if (x->rank() != 4 || kernel.empty() || kernel.size() > 2 || stride.size() > 2 || padding.size() > 2 ||
+      dilation.size() > 2) {
+    return make_error(ErrorCode::kNotSupported, "max_pool2d_with_indices: expected a 4-D input and 1- or 2-element lists");
+  }
+  auto pick = [](const IntList& l, size_t i, SymInt dflt) { return l.empty() ? dflt : l[l.size() == 1 ? 0 : i]; };
+  auto sizes = x->sizes;
+  for (size_t i = 0; i < 2; ++i) {
+    SymInt k = pick(kernel, i, 1), s = pick(stride, i, k), p = pick(padding, i, 0), d = pick(dilation, i, 1);
+    SymInt span = d * (k - SymInt(1)) + SymInt(1);
+    SymInt grown = span.is_constant() && p.is_constant() ? x->sizes[i + 2] + SymInt(2 * p.constant_value() - span.constant_value())
+                                                         : x->sizes[i + 2] + p * SymInt(2) - span;
+    sizes[i + 2] = floordiv(grown, s) + SymInt(1);
+  }
+  return std::vector<OutputType>{like(*x, sizes, x->dtype), like(*x, sizes, ScalarType::kLong)};
+}
+
 Outs RandOut(const Graph&, const Args& a) {
   HF2PTE_ASSIGN_OR_RETURN(auto size, int_list_arg(a, 0, "size"));
   TensorType t;

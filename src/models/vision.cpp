@@ -259,38 +259,14 @@ Result<ValueId> conv_bn(BlockBuilder& b, ValueId x, const std::string& prefix, i
   return b.op(OpId::ClampOut, {x, 0.0, graph::None{}}, name + ".relu");
 }
 
-/// max_pool2d(3, stride 2, padding 1) from upstream ops: -inf borders, nine
-/// strided windows, elementwise maximum (any, also symbolic, H and W).
+/// max_pool2d(3, stride 2, padding 1) as upstream's core ATen spells it:
+/// max_pool2d_with_indices, whose indices nothing reads (the XNNPACK
+/// partitioner makes it a MaxPooling2d; the portable kernel fills both).
 Result<ValueId> max_pool_3x3_s2(BlockBuilder& b, ValueId x, const std::string& name) {
-  Graph& g = b.graph();
-  const auto s = g.type(x).sizes;
-  const int64_t C = s[1].constant_value();
-  const SymInt H = s[2], W = s[3];
-  std::vector<float> neg(static_cast<size_t>(C), -std::numeric_limits<float>::infinity());
-  ValueId ninf = g.add_constant(name + ".neg_inf", graph::ConstantData::from_bytes(ScalarType::kFloat, {1, C, 1, 1},
-                                                                                 to_bytes(neg), "-inf padding"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId row, b.op(OpId::ExpandCopyOut, {ninf, IntList{1, C, 1, W}}, name + ".pad_rows"));
-  HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::CatOut, {graph::TensorList{row, x, row}, int64_t{2}}, name + ".padded_h"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId col, b.op(OpId::ExpandCopyOut, {ninf, IntList{1, C, H + SymInt(2), 1}}, name + ".pad_cols"));
-  HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::CatOut, {graph::TensorList{col, x, col}, int64_t{3}}, name + ".padded"));
-  // Output rows: floor((H + 2 - 3) / 2) + 1; window k covers k, k + 2, ..., k + 2 (Ho - 1).
-  const SymInt Ho = floordiv(H + SymInt(-1), SymInt(2)) + SymInt(1), Wo = floordiv(W + SymInt(-1), SymInt(2)) + SymInt(1);
-  std::optional<ValueId> acc;
-  for (int64_t kh = 0; kh < 3; ++kh) {
-    HF2PTE_ASSIGN_OR_RETURN(ValueId r, b.op(OpId::SliceCopyTensorOut,
-                                            {x, int64_t{2}, SymInt(kh), SymInt(kh + 1) + SymInt(2) * (Ho - SymInt(1)), int64_t{2}},
-                                            fmt::format("{}.rows{}", name, kh)));
-    for (int64_t kw = 0; kw < 3; ++kw) {
-      HF2PTE_ASSIGN_OR_RETURN(ValueId w, b.op(OpId::SliceCopyTensorOut,
-                                              {r, int64_t{3}, SymInt(kw), SymInt(kw + 1) + SymInt(2) * (Wo - SymInt(1)), int64_t{2}},
-                                              fmt::format("{}.window{}{}", name, kh, kw)));
-      if (acc) {
-        HF2PTE_ASSIGN_OR_RETURN(w, b.op(OpId::MaximumOut, {*acc, w}, fmt::format("{}.max{}{}", name, kh, kw)));
-      }
-      acc = w;
-    }
-  }
-  return *acc;
+  HF2PTE_ASSIGN_OR_RETURN(auto outs, b.graph().add_node(OpId::MaxPool2dWithIndicesOut,
+                                                        {x, IntList{3, 3}, IntList{2, 2}, IntList{1, 1}, IntList{1, 1}, false},
+                                                        name));
+  return outs[0];
 }
 
 Result<ValueId> resnet_layer(BlockBuilder& b, const ResNetConfig& c, ValueId x, const std::string& p, int64_t in,

@@ -261,6 +261,79 @@ Status ExpandCopyOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   return Status::ok();
 }
 
+// out[n, c, y, x] = max over in-bounds taps in[n, c, y*s - p + i*d, x*s - p + j*d]
+// (NaN wins, as in PyTorch); indices[n, c, y, x] = the winning tap's h * W + w.
+Status MaxPool2dWithIndicesOut(rt::KernelContext&, std::span<rt::EValue*> args) {
+  constexpr OpId op = OpId::MaxPool2dWithIndicesOut;
+  HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * in, r.tensor(0));
+  std::vector<int64_t> kernel, stride, padding, dilation;
+  HF2PTE_RETURN_IF_ERROR(r.int_list(1, &kernel));
+  HF2PTE_RETURN_IF_ERROR(r.int_list(2, &stride));
+  HF2PTE_RETURN_IF_ERROR(r.int_list(3, &padding));
+  HF2PTE_RETURN_IF_ERROR(r.int_list(4, &dilation));
+  HF2PTE_ASSIGN_OR_RETURN(bool ceil_mode, r.bool_arg(5));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(6));
+  HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * indices, r.tensor(7));
+  if (in->dtype() != ScalarType::kFloat || out->dtype() != ScalarType::kFloat) {
+    return unsupported_dtype(op, "tensor", in->dtype() != ScalarType::kFloat ? in->dtype() : out->dtype(), kFloatOnly);
+  }
+  if (indices->dtype() != ScalarType::kLong) return unsupported_dtype(op, "indices", indices->dtype(), DTypeSet{ScalarType::kLong});
+  HF2PTE_CHECK_OR_RETURN(!ceil_mode, kNotSupported, "{}: ceil_mode is not supported", op_key(op));
+  HF2PTE_CHECK_OR_RETURN(in->dim() == 4 && !kernel.empty() && kernel.size() <= 2 && stride.size() <= 2 &&
+                             padding.size() <= 2 && dilation.size() <= 2,
+                         kNotSupported, "{}: expected a 4-D input and 1- or 2-element lists; input {}", op_key(op),
+                         format_shape(in->sizes()));
+  auto pick = [](const std::vector<int64_t>& v, size_t i, int64_t d) { return v.empty() ? d : v[v.size() == 1 ? 0 : i]; };
+  const int64_t kh = pick(kernel, 0, 1), kw = pick(kernel, 1, 1);
+  const int64_t sh = pick(stride, 0, kh), sw = pick(stride, 1, kw), ph = pick(padding, 0, 0), pw = pick(padding, 1, 0);
+  const int64_t dh = pick(dilation, 0, 1), dw = pick(dilation, 1, 1);
+  HF2PTE_CHECK_OR_RETURN(kh > 0 && kw > 0 && sh > 0 && sw > 0 && dh > 0 && dw > 0 && ph >= 0 && pw >= 0 &&
+                             2 * ph <= kh && 2 * pw <= kw,
+                         kInvalidArgument, "{}: kernel [{}, {}] stride [{}, {}] padding [{}, {}] dilation [{}, {}] are invalid",
+                         op_key(op), kh, kw, sh, sw, ph, pw, dh, dw);
+  const int64_t N = in->size(0), C = in->size(1), H = in->size(2), W = in->size(3);
+  const int64_t OH = (H + 2 * ph - dh * (kh - 1) - 1) / sh + 1, OW = (W + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+  HF2PTE_CHECK_OR_RETURN(OH > 0 && OW > 0 && H + 2 * ph >= dh * (kh - 1) + 1 && W + 2 * pw >= dw * (kw - 1) + 1,
+                         kInvalidArgument, "{}: kernel [{}, {}] is larger than the padded input {}", op_key(op), kh, kw,
+                         format_shape(in->sizes()));
+  const int64_t out_sizes[] = {N, C, OH, OW};
+  HF2PTE_RETURN_IF_ERROR(resize_out(*out, out_sizes, op));
+  HF2PTE_RETURN_IF_ERROR(resize_out(*indices, out_sizes, op));
+  const auto is = in->strides(), os = out->strides(), xs = indices->strides();
+  const float* px = in->data<float>();
+  float* po = out->data<float>();
+  int64_t* pi = indices->data<int64_t>();
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t y = 0; y < OH; ++y) {
+        for (int64_t x = 0; x < OW; ++x) {
+          float best = -std::numeric_limits<float>::infinity();
+          int64_t at = -1;
+          bool nan = false;  // a NaN tap is final
+          for (int64_t i = 0; i < kh && !nan; ++i) {
+            const int64_t iy = y * sh - ph + i * dh;
+            if (iy < 0 || iy >= H) continue;
+            for (int64_t j = 0; j < kw && !nan; ++j) {
+              const int64_t ix = x * sw - pw + j * dw;
+              if (ix < 0 || ix >= W) continue;
+              const float v = px[n * is[0] + c * is[1] + iy * is[2] + ix * is[3]];
+              if (at < 0 || v > best || std::isnan(v)) {
+                best = v;
+                at = iy * W + ix;
+                nan = std::isnan(v);
+              }
+            }
+          }
+          po[n * os[0] + c * os[1] + y * os[2] + x * os[3]] = best;
+          pi[n * xs[0] + c * xs[1] + y * xs[2] + x * xs[3]] = at;
+        }
+      }
+    }
+  }
+  return Status::ok();
+}
+
 // out[n, o, y, x] = bias[o] + sum_{c in group(o), i, j} in[n, c, y*s - p + i*d, x*s - p + j*d] * w[o, c', i, j]
 Status ConvolutionOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   constexpr OpId op = OpId::ConvolutionOut;

@@ -1,7 +1,11 @@
 #include "backends/xnnpack/export/partition.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <map>
+#include <tuple>
 #include <functional>
 #include <set>
 #include <unordered_map>
@@ -43,6 +47,9 @@ std::optional<ValueId> tensor(const Arg& a) {
   return std::nullopt;
 }
 
+/// Layout a claimed node computes in (Plan::layout).
+enum class Layout : uint8_t { kGraph, kChannelsLast, kFollow };
+
 /// A claimed node, decided before any rewrite.
 struct Plan {
   K kind = K::NONE;
@@ -59,12 +66,25 @@ struct Plan {
   /// The input is quantized per token at run time (a qdint8 value made by a
   /// Convert node): the choose/quantize/dequantize_per_token chain folded in.
   bool dynamic_input = false;
+  /// Where the node computes: NCHW graph layout, channels-last (conv and
+  /// pooling: activation operands read as NHWC, output NHWC), or the layout
+  /// its operands already have (elementwise ops, see lower_run).
+  Layout layout = Layout::kGraph;
+  XnnWindowSpec window{};  ///< Conv2d, MaxPooling2d
+  std::optional<std::pair<float, float>> output_min_max;  ///< a fused clamp, or Clamp's own bounds
+  /// The value the node writes when it is not nodes[i].outputs[0]: the output
+  /// of a clamp fused into it.
+  ValueId output = -1;
 };
+
+ValueId output_of(const Node& n, const Plan& p) { return p.output >= 0 ? p.output : n.outputs[0]; }
 
 /// XNN_FLAG_TRANSPOSE_WEIGHTS of xnn_define_fully_connected: the filter is [k, n].
 constexpr uint32_t kFcTransposeFilter = 0x1;
 /// XNN_FLAG_TRANSPOSE_B of xnn_define_batch_matrix_multiply (upstream passes the node's flags).
 constexpr uint32_t kBmmTransposeB = 0x1;
+/// XNN_FLAG_KEEP_DIMS: upstream's writer sets it on pooling nodes.
+constexpr uint32_t kKeepDims = 0x40;
 
 /// bmm(a, permute(k, [.., r-1, r-2])) where the permute's output has no other
 /// use becomes one BatchMatMul with transpose_b reading k: the attention's
@@ -137,9 +157,57 @@ void fold_dynamic_quant_into_fc(const Graph& g, const std::vector<Node>& nodes, 
   }
 }
 
+/// clamp(y) where y comes from a claimed Conv2d / Add / MaxPooling2d and has
+/// no other use, every node between them claimed (one run): the bounds become
+/// the producer's output_min_max (upstream fuses relu the same way) and the
+/// clamp emits nothing.
+void fuse_clamps(const std::vector<Node>& nodes, std::vector<std::optional<Plan>>& plans,
+                 const std::unordered_map<ValueId, int>& uses) {
+  std::unordered_map<ValueId, size_t> producer;
+  for (size_t i = 0; i < nodes.size(); ++i) if (plans[i] && !plans[i]->folded) producer[output_of(nodes[i], *plans[i])] = i;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!plans[i] || plans[i]->kind != K::XNNClamp || plans[i]->folded) continue;
+    const ValueId y = plans[i]->operands[0];
+    auto it = producer.find(y);
+    if (it == producer.end()) continue;
+    Plan& p = *plans[it->second];
+    if ((p.kind != K::XNNConv2d && p.kind != K::XNNAdd && p.kind != K::XNNMaxPooling2d) || p.output_min_max) continue;
+    if (auto u = uses.find(y); u == uses.end() || u->second != 1) continue;
+    bool one_run = true;
+    for (size_t k = it->second; k < i; ++k) one_run = one_run && plans[k].has_value();
+    if (!one_run) continue;
+    p.output_min_max = plans[i]->output_min_max;
+    p.output = nodes[i].outputs[0];
+    producer[p.output] = it->second;
+    plans[i]->folded = true;
+  }
+}
+
+/// Bounds of a clamp argument: a number, or None (unbounded).
+std::optional<float> clamp_bound(const Arg& a, float unbounded) {
+  if (std::holds_alternative<graph::None>(a)) return unbounded;
+  if (const auto* v = std::get_if<double>(&a)) return float(*v);
+  if (const auto* v = std::get_if<int64_t>(&a)) return float(*v);
+  return std::nullopt;
+}
+
+/// A padding list of a conv/pool: [p] or [ph, pw], constant, >= 0.
+std::optional<std::pair<uint32_t, uint32_t>> pair_arg(const Arg& a, int64_t dflt, int64_t min) {
+  const auto* l = std::get_if<IntList>(&a);
+  if (l == nullptr || l->size() > 2) return std::nullopt;
+  int64_t v[2] = {dflt, dflt};
+  for (size_t i = 0; i < 2 && !l->empty(); ++i) {
+    const SymInt& d = (*l)[l->size() == 1 ? 0 : i];
+    if (!d.is_constant() || d.constant_value() < min || d.constant_value() > INT32_MAX) return std::nullopt;
+    v[i] = d.constant_value();
+  }
+  return std::pair{uint32_t(v[0]), uint32_t(v[1])};
+}
+
 class Claimer {
  public:
-  Claimer(const Graph& g, const PartitionOptions& o) : g_(g), o_(o) {}
+  Claimer(const Graph& g, const PartitionOptions& o, const std::unordered_map<ValueId, int>& uses)
+      : g_(g), o_(o), uses_(uses) {}
 
   /// fp32, contiguous, every dim bounded, rank <= 6.
   bool plain(ValueId v) const {
@@ -154,7 +222,9 @@ class Claimer {
   bool is_const(ValueId v) const { return g_.value(v).role == graph::ValueRole::kConstant; }
 
   std::optional<Plan> claim(const Node& n) const {
-    if (n.outputs.size() != 1 || !plain(n.outputs[0])) return std::nullopt;
+    // max_pool2d_with_indices whose indices nothing reads is a MaxPooling2d.
+    const bool values_only = n.op == OpId::MaxPool2dWithIndicesOut && n.outputs.size() == 2 && !uses_.count(n.outputs[1]);
+    if ((n.outputs.size() != 1 && !values_only) || !plain(n.outputs[0])) return std::nullopt;
     auto p = claim_op(n);
     if (!p) return std::nullopt;
     for (size_t k = 0; k < p->operands.size(); ++k) {
@@ -222,11 +292,45 @@ class Claimer {
       p.operands = {*x};
       return p;
     };
+    auto elementwise = [&](std::optional<Plan> q) {
+      if (q) q->layout = Layout::kFollow;
+      return q;
+    };
     switch (n.op) {
-      case OpId::AddOut: return is_one(a[2]) ? binary(K::XNNAdd) : std::nullopt;
-      case OpId::SubOut: return is_one(a[2]) ? binary(K::XNNSubtract) : std::nullopt;
-      case OpId::MulOut: return binary(K::XNNMultiply);
-      case OpId::DivOut: return binary(K::XNNDiv);
+      case OpId::ConvolutionOut: return claim_conv(n);
+      case OpId::MaxPool2dWithIndicesOut: return claim_max_pool(n);
+      case OpId::MeanOut: {
+        // mean over H and W, keepdim, of a 4-D tensor: GlobalAvgPooling2d (NHWC, flag KEEP_DIMS).
+        auto x = tensor(a[0]);
+        const auto* dims = std::get_if<IntList>(&a[1]);
+        const auto* keep = std::get_if<bool>(&a[2]);
+        if (!x || !dims || !keep || !*keep || !std::holds_alternative<graph::None>(a[3]) || g_.type(*x).rank() != 4 ||
+            dims->size() != 2) {
+          return std::nullopt;
+        }
+        std::set<int64_t> want;
+        for (const auto& d : *dims) {
+          if (!d.is_constant()) return std::nullopt;
+          want.insert(d.constant_value() < 0 ? d.constant_value() + 4 : d.constant_value());
+        }
+        if (want != std::set<int64_t>{2, 3}) return std::nullopt;
+        auto q = unary(K::XNNGlobalAvgPooling2d);
+        q->layout = Layout::kChannelsLast;
+        q->flags = kKeepDims;
+        return q;
+      }
+      case OpId::ClampOut: {
+        auto lo = clamp_bound(a[1], -std::numeric_limits<float>::infinity());
+        auto hi = clamp_bound(a[2], std::numeric_limits<float>::infinity());
+        if (!lo || !hi || std::isnan(*lo) || std::isnan(*hi) || *lo > *hi) return std::nullopt;
+        auto q = elementwise(unary(K::XNNClamp));
+        q->output_min_max = std::pair{*lo, *hi};
+        return q;
+      }
+      case OpId::AddOut: return is_one(a[2]) ? elementwise(binary(K::XNNAdd)) : std::nullopt;
+      case OpId::SubOut: return is_one(a[2]) ? elementwise(binary(K::XNNSubtract)) : std::nullopt;
+      case OpId::MulOut: return elementwise(binary(K::XNNMultiply));
+      case OpId::DivOut: return elementwise(binary(K::XNNDiv));
       case OpId::BmmOut: return binary(K::XNNBatchMatrixMultiply);
       case OpId::NegOut: return unary(K::XNNNegate);
       case OpId::RsqrtOut: return unary(K::XNNReciprocalSquareRoot);
@@ -318,8 +422,78 @@ class Claimer {
     }
   }
 
+  /// convolution(x, W, b?, stride, padding, dilation, transposed=False, _, groups):
+  /// Conv2d over NHWC (upstream's partitioner: not transposed, static
+  /// weights; depthwise convolutions are not claimed). The filter is written
+  /// [Cout, KH, KW, Cin/groups].
+  std::optional<Plan> claim_conv(const Node& n) const {
+    const auto& a = n.args;
+    auto x = tensor(a[0]), w = tensor(a[1]);
+    if (!x || !w || is_const(*x) || !is_const(*w)) return std::nullopt;
+    const auto& xt = g_.type(*x);
+    const auto& wt = g_.type(*w);
+    if (xt.rank() != 4 || wt.rank() != 4 || !xt.sizes[1].is_constant()) return std::nullopt;
+    for (const auto& d : wt.sizes) if (!d.is_constant()) return std::nullopt;
+    const auto* transposed = std::get_if<bool>(&a[6]);
+    auto groups = const_int(a[8]);
+    auto stride = pair_arg(a[3], 1, 1), padding = pair_arg(a[4], 0, 0), dilation = pair_arg(a[5], 1, 1);
+    if (!transposed || *transposed || !groups || *groups < 1 || !stride || !padding || !dilation) return std::nullopt;
+    const int64_t cout = wt.sizes[0].constant_value(), cin_g = wt.sizes[1].constant_value();
+    if (xt.sizes[1].constant_value() != cin_g * *groups || cout % *groups != 0 || (*groups > 1 && cin_g == 1)) {
+      return std::nullopt;
+    }
+    Plan p;
+    p.kind = K::XNNConv2d;
+    p.operands = {*x, *w};
+    if (!std::holds_alternative<graph::None>(a[2])) {
+      auto b = tensor(a[2]);
+      if (!b || !is_const(*b) || g_.type(*b).rank() != 1) return std::nullopt;
+      p.operands.push_back(*b);
+    }
+    p.fc_constants = true;
+    p.layout = Layout::kChannelsLast;
+    XnnWindowSpec& win = p.window;
+    win.padding_top = win.padding_bottom = padding->first;
+    win.padding_left = win.padding_right = padding->second;
+    win.kernel_height = uint32_t(wt.sizes[2].constant_value());
+    win.kernel_width = uint32_t(wt.sizes[3].constant_value());
+    std::tie(win.stride_height, win.stride_width) = *stride;
+    std::tie(win.dilation_height, win.dilation_width) = *dilation;
+    win.groups = uint32_t(*groups);
+    win.group_input_channels = uint32_t(cin_g);
+    win.group_output_channels = uint32_t(cout / *groups);
+    return p;
+  }
+
+  /// max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode=False):
+  /// MaxPooling2d over NHWC (flag KEEP_DIMS, as upstream writes it).
+  std::optional<Plan> claim_max_pool(const Node& n) const {
+    const auto& a = n.args;
+    auto x = tensor(a[0]);
+    if (!x || g_.type(*x).rank() != 4 || !g_.type(*x).sizes[1].is_constant()) return std::nullopt;
+    auto kernel = pair_arg(a[1], 1, 1), padding = pair_arg(a[3], 0, 0), dilation = pair_arg(a[4], 1, 1);
+    const auto* ceil_mode = std::get_if<bool>(&a[5]);
+    const auto* stride_list = std::get_if<IntList>(&a[2]);
+    if (!kernel || !padding || !dilation || !ceil_mode || *ceil_mode || !stride_list) return std::nullopt;
+    auto stride = stride_list->empty() ? kernel : pair_arg(a[2], 1, 1);
+    if (!stride) return std::nullopt;
+    Plan p;
+    p.kind = K::XNNMaxPooling2d;
+    p.operands = {*x};
+    p.layout = Layout::kChannelsLast;
+    p.flags = kKeepDims;
+    XnnWindowSpec& win = p.window;
+    win.padding_top = win.padding_bottom = padding->first;
+    win.padding_left = win.padding_right = padding->second;
+    std::tie(win.kernel_height, win.kernel_width) = *kernel;
+    std::tie(win.stride_height, win.stride_width) = *stride;
+    std::tie(win.dilation_height, win.dilation_width) = *dilation;
+    return p;
+  }
+
   const Graph& g_;
   const PartitionOptions& o_;
+  const std::unordered_map<ValueId, int>& uses_;
 };
 
 std::vector<uint32_t> dims_of(const Graph& g, ValueId v) {
@@ -379,6 +553,34 @@ graph::ConstantData bf16_scales(const graph::ConstantData& c) {
                    }
                  });
 }
+
+/// A conv weight [Cout, Cin_g, KH, KW] written channels-last, [Cout, KH, KW,
+/// Cin_g] (XNNPACK's Conv2d filter), one output channel at a time as it streams.
+graph::ConstantData nhwc_filter(const graph::ConstantData& c) {
+  const int64_t cin = c.sizes[1], kh = c.sizes[2], kw = c.sizes[3];
+  return recoded(c, ScalarType::kFloat, {c.sizes[0], kh, kw, cin}, "|nhwc", size_t(cin * kh * kw) * sizeof(float),
+                 [cin, kh, kw](const uint8_t* in, size_t units, std::vector<uint8_t>& out) {
+                   const size_t unit = size_t(cin * kh * kw);
+                   out.resize(units * unit * sizeof(float));
+                   const auto* src = reinterpret_cast<const float*>(in);
+                   std::vector<float> row(unit);
+                   for (size_t u = 0; u < units; ++u) {
+                     for (int64_t ch = 0; ch < cin; ++ch) {
+                       for (int64_t t = 0; t < kh * kw; ++t) row[size_t(t * cin + ch)] = src[u * unit + size_t(ch * kh * kw + t)];
+                     }
+                     std::memcpy(out.data() + u * unit * sizeof(float), row.data(), unit * sizeof(float));
+                   }
+                 });
+}
+
+/// [N, C, H, W] bounds as XNNPACK's channels-last dims [N, H, W, C].
+std::vector<uint32_t> nhwc_dims(const Graph& g, ValueId v) {
+  const auto d = dims_of(g, v);
+  return {d[0], d[2], d[3], d[1]};
+}
+
+/// NCHW -> NHWC and back (StaticTranspose perms, output dim i = input dim perm[i]).
+const std::vector<uint32_t> kToChannelsLast{0, 2, 3, 1}, kToChannelsFirst{0, 3, 1, 2};
 
 /// Builds the delegate for nodes [begin, end) of `nodes` (all claimed).
 Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes, const std::vector<std::optional<Plan>>& plans,
@@ -456,6 +658,49 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     add_value(w, kXnnInvalidId, 0, fidx, false, dt, spec);
     return ids[w];
   };
+  // Channels-last values: graph value -> id of its NHWC copy. `ids` holds the
+  // graph-layout (NCHW) ids; each layout is made from the other on first use
+  // by a StaticTranspose, as upstream's channels-last pass inserts them.
+  std::unordered_map<ValueId, uint32_t> nhwc;
+  auto transpose = [&](uint32_t in, std::vector<uint32_t> dims, const std::vector<uint32_t>& perm, uint32_t handle,
+                       std::optional<uint32_t> out = std::nullopt) {
+    if (!out) {
+      s.values.push_back({std::move(dims), kXnnInvalidId, 0, 0});
+      out = uint32_t(s.values.size() - 1);
+    }
+    XnnNodeSpec t;
+    t.kind = K::XNNStaticTranspose;
+    t.list1 = perm;
+    t.ids = {in, *out};
+    t.debug_handle = handle;
+    s.nodes.push_back(std::move(t));
+    ++stats.xnn_nodes[kind_name(K::XNNStaticTranspose)];
+    return *out;
+  };
+  auto graph_layout_id = [&](ValueId v, uint32_t handle) -> Result<uint32_t> {
+    if (auto it = ids.find(v); it != ids.end()) return it->second;
+    auto it = nhwc.find(v);
+    if (it == nhwc.end()) return make_error(ErrorCode::kInternal, "xnnpack partition: value %{} has no id", g.value(v).name);
+    ids[v] = transpose(it->second, dims_of(g, v), kToChannelsFirst, handle);
+    return ids[v];
+  };
+  auto channels_last_id = [&](ValueId v, uint32_t handle) -> Result<uint32_t> {
+    if (auto it = nhwc.find(v); it != nhwc.end()) return it->second;
+    HF2PTE_ASSIGN_OR_RETURN(uint32_t in, graph_layout_id(v, handle));
+    nhwc[v] = transpose(in, nhwc_dims(g, v), kToChannelsLast, handle);
+    return nhwc[v];
+  };
+  // An elementwise node computes channels-last when one of its operands is,
+  // and every operand has the output's 4-D shape (no broadcast to remap).
+  auto follows_channels_last = [&](const Plan& p, ValueId o) {
+    if (g.type(o).rank() != 4) return false;
+    bool any = false;
+    for (ValueId v : p.operands) {
+      if (g.type(v).sizes != g.type(o).sizes) return false;
+      any = any || nhwc.count(v) > 0;
+    }
+    return any;
+  };
   for (size_t i = begin; i < end; ++i) {
     const Node& n = nodes[i];
     const Plan& p = *plans[i];
@@ -466,7 +711,46 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     spec.list1 = p.list1;
     spec.list2 = p.list2;
     spec.axis = p.axis;
+    spec.window = p.window;
+    spec.output_min_max = p.output_min_max;
     spec.debug_handle = uint32_t(i);
+    const ValueId o = output_of(n, p);
+    const bool channels_last =
+        p.layout == Layout::kChannelsLast || (p.layout == Layout::kFollow && follows_channels_last(p, o));
+    // The node's output id; a channels-last output that leaves the delegate is
+    // transposed back into its external value right after the node.
+    auto output_id = [&]() -> uint32_t {
+      if (!channels_last) {
+        if (!ids.count(o)) add_value(o, kXnnInvalidId, 0, 0);
+        return ids[o];
+      }
+      s.values.push_back({nhwc_dims(g, o), kXnnInvalidId, 0, 0});
+      return nhwc[o] = uint32_t(s.values.size() - 1);
+    };
+    auto emit = [&](XnnNodeSpec&& node) {
+      s.nodes.push_back(std::move(node));
+      ++stats.xnn_nodes[kind_name(p.kind)];
+      if (auto ext = ids.find(o); channels_last && ext != ids.end()) {
+        transpose(nhwc[o], {}, kToChannelsFirst, uint32_t(i), ext->second);
+      }
+    };
+    if (p.kind == K::XNNConv2d) {
+      // Input channels-last, the filter [Cout, KH, KW, Cin/groups] and bias as
+      // named data (fp32, as upstream writes conv constants), output channels-last.
+      HF2PTE_ASSIGN_OR_RETURN(uint32_t in, channels_last_id(p.operands[0], uint32_t(i)));
+      const ValueId w = p.operands[1];
+      HF2PTE_ASSIGN_OR_RETURN(uint32_t fidx, add_named(nhwc_filter(g.constant(w)), g.value(w).name, ""));
+      const auto wd = dims_of(g, w);
+      s.values.push_back({{wd[0], wd[2], wd[3], wd[1]}, kXnnInvalidId, 0, fidx});
+      const uint32_t wid = uint32_t(s.values.size() - 1);
+      uint32_t bid = kXnnInvalidId;
+      if (p.operands.size() > 2) {
+        HF2PTE_ASSIGN_OR_RETURN(bid, named_constant(p.operands[2], false, false));
+      }
+      spec.ids = {in, wid, bid, output_id()};
+      emit(std::move(spec));
+      continue;
+    }
     // A filter W^T that streams from the checkpoint's W is written as W, [n, k]
     // with flag 0 (XNNPACK's default layout, as upstream writes it): decode's
     // GEMV then reads each output's weights as one sequential row, in place.
@@ -479,9 +763,7 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     if (p.filter_quant) {
       // Quantized FullyConnected: input (through a qdint8 Convert when the
       // activations are quantized per token), the quantized filter, no bias.
-      auto it = ids.find(p.operands[0]);
-      if (it == ids.end()) return make_error(ErrorCode::kInternal, "xnnpack partition: input of {} has no id", n.name);
-      uint32_t in = it->second;
+      HF2PTE_ASSIGN_OR_RETURN(uint32_t in, graph_layout_id(p.operands[0], uint32_t(i)));
       if (p.dynamic_input) {
         XnnQuantSpec qd;
         qd.kind = XnnQuantSpec::Kind::kPerTokenDynamic;
@@ -498,12 +780,8 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
       }
       HF2PTE_ASSIGN_OR_RETURN(uint32_t wid, quantized_filter(p.operands[1], p.filter_scales, *p.filter_quant));
       spec.flags = 0;  // [n, k], as the checkpoint stores it
-      spec.ids = {in, wid, kXnnInvalidId};
-      ValueId o = n.outputs[0];
-      if (!ids.count(o)) add_value(o, kXnnInvalidId, 0, 0);
-      spec.ids.push_back(ids[o]);
-      s.nodes.push_back(std::move(spec));
-      ++stats.xnn_nodes[kind_name(p.kind)];
+      spec.ids = {in, wid, kXnnInvalidId, output_id()};
+      emit(std::move(spec));
       continue;
     }
     for (size_t k = 0; k < p.operands.size(); ++k) {
@@ -513,16 +791,12 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
         spec.ids.push_back(id);
         continue;
       }
-      auto it = ids.find(v);
-      if (it == ids.end()) return make_error(ErrorCode::kInternal, "xnnpack partition: operand %{} of {} has no id", g.value(v).name, n.name);
-      spec.ids.push_back(it->second);
+      HF2PTE_ASSIGN_OR_RETURN(uint32_t id, channels_last ? channels_last_id(v, uint32_t(i)) : graph_layout_id(v, uint32_t(i)));
+      spec.ids.push_back(id);
     }
     if (p.kind == K::XNNFullyConnected && p.operands.size() == 2) spec.ids.push_back(kXnnInvalidId);  // no bias
-    ValueId o = n.outputs[0];
-    if (!ids.count(o)) add_value(o, kXnnInvalidId, 0, 0);
-    spec.ids.push_back(ids[o]);
-    s.nodes.push_back(std::move(spec));
-    ++stats.xnn_nodes[kind_name(p.kind)];
+    spec.ids.push_back(output_id());
+    emit(std::move(spec));
   }
   d.payload = serialize_xnn_payload(s);
   std::map<std::string, int> counts;
@@ -543,10 +817,7 @@ void for_each_tensor_arg(const Node& n, const std::function<void(ValueId)>& f) {
 
 Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& options) {
   PartitionStats stats;
-  Claimer claimer(g, options);
   std::vector<Node> nodes = g.nodes();
-  std::vector<std::optional<Plan>> plans(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) plans[i] = claimer.claim(nodes[i]);
   // Last use of every value (graph outputs count as used after every node).
   std::unordered_map<ValueId, size_t> last_use;
   for (size_t i = 0; i < nodes.size(); ++i) for_each_tensor_arg(nodes[i], [&](ValueId v) { last_use[v] = i; });
@@ -554,8 +825,12 @@ Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& o
   std::unordered_map<ValueId, int> uses;
   for (const auto& n : nodes) for_each_tensor_arg(n, [&](ValueId v) { ++uses[v]; });
   for (auto v : g.outputs()) ++uses[v];
+  Claimer claimer(g, options, uses);
+  std::vector<std::optional<Plan>> plans(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) plans[i] = claimer.claim(nodes[i]);
   fold_transposes_into_bmm(nodes, plans, uses, last_use);
   fold_dynamic_quant_into_fc(g, nodes, plans, uses, last_use);
+  fuse_clamps(nodes, plans, uses);
 
   std::vector<Node> rewritten;
   for (size_t i = 0; i < nodes.size();) {
@@ -579,11 +854,11 @@ Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& o
         if (p.fc_constants && j >= 1) continue;  // named constants, not args
         if (!produced.count(v) && seen.insert(v).second) inputs.push_back(v);
       }
-      produced.insert(nodes[k].outputs[0]);
+      produced.insert(output_of(nodes[k], p));
     }
     for (size_t k = i; k < end; ++k) {
       if (plans[k]->folded) continue;
-      ValueId o = nodes[k].outputs[0];
+      ValueId o = output_of(nodes[k], *plans[k]);
       auto it = last_use.find(o);
       if (it != last_use.end() && it->second >= end) outputs.push_back(o);
     }

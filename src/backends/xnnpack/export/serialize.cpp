@@ -32,7 +32,22 @@ flatbuffers::Offset<void> node_params(flatbuffers::FlatBufferBuilder& b, const X
       auto in = [&](size_t i) { return i < k ? n.ids[i] : kXnnInvalidId; };
       return fbx::CreateCat(b, n.axis, in(0), in(1), in(2), in(3), n.ids.back(), n.flags, in(4)).Union();
     }
-    default:  // Node1x1 kinds
+    case K::XNNConv2d: {
+      const XnnWindowSpec& w = n.window;
+      return fbx::CreateNodeConv(b, w.padding_top, w.padding_right, w.padding_bottom, w.padding_left, w.kernel_height,
+                                 w.kernel_width, w.stride_height, w.stride_width, w.dilation_height, w.dilation_width,
+                                 w.group_input_channels, w.group_output_channels, w.groups, 0, 0, id(0), id(1), id(2),
+                                 id(3), n.flags)
+          .Union();
+    }
+    case K::XNNMaxPooling2d: {
+      const XnnWindowSpec& w = n.window;
+      return fbx::CreatePooling2D(b, w.padding_top, w.padding_right, w.padding_bottom, w.padding_left, w.kernel_height,
+                                  w.kernel_width, w.stride_height, w.stride_width, w.dilation_height, w.dilation_width,
+                                  id(0), id(1), n.flags)
+          .Union();
+    }
+    default:  // Node1x1 kinds (GlobalAvgPooling2d included)
       return fbx::CreateNode1x1(b, id(0), id(1), n.flags).Union();
   }
 }

@@ -44,9 +44,19 @@ struct XnnNamedConstantSpec {
   uint64_t size = 0;
 };
 
+/// The window fields of NodeConv (Conv2d) and Pooling2D (MaxPooling2d) nodes.
+struct XnnWindowSpec {
+  uint32_t padding_top = 0, padding_right = 0, padding_bottom = 0, padding_left = 0;
+  uint32_t kernel_height = 1, kernel_width = 1;
+  uint32_t stride_height = 1, stride_width = 1;  ///< NodeConv's subsampling
+  uint32_t dilation_height = 1, dilation_width = 1;
+  uint32_t groups = 1, group_input_channels = 0, group_output_channels = 0;  ///< NodeConv only
+};
+
 /// One node. `ids` are value ids: Node1x1 (input, output), Node2x1 (input1,
-/// input2, output), FullyConnected (input, filter, bias or kXnnInvalidId,
-/// output), Cat (inputs..., output), StaticTranspose/Reshape/Slice (input, output).
+/// input2, output), FullyConnected and Conv2d (input, filter, bias or
+/// kXnnInvalidId, output), Cat (inputs..., output), StaticTranspose/Reshape/
+/// Slice and MaxPooling2d (input, output).
 struct XnnNodeSpec {
   fb_xnnpack::XNodeUnion kind = fb_xnnpack::XNodeUnion::NONE;
   std::vector<uint32_t> ids;
@@ -54,6 +64,7 @@ struct XnnNodeSpec {
   std::vector<uint32_t> list1;  ///< perm / new_shape / offsets
   std::vector<uint32_t> list2;  ///< sizes (StaticSlice)
   uint32_t axis = 0;            ///< Cat
+  XnnWindowSpec window{};       ///< Conv2d, MaxPooling2d
   std::optional<std::pair<float, float>> output_min_max;
   uint32_t debug_handle = 65535;
 };

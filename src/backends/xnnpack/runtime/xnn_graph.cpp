@@ -388,6 +388,15 @@ class Compiler {
 
   Status add_fully_connected(XNode& n, const fb::FullyConnected* t);
   Status add_movement(XNode& n, fb::XNodeUnion type, const void* table);
+  Status add_conv(XNode& n, const fb::NodeConv* t, bool depthwise);
+  Status add_max_pool(XNode& n, const fb::Pooling2D* t);
+
+  /// fp32 activations (conv and pooling run in float only).
+  Status check_fp32(uint32_t i, const char* field) {
+    HF2PTE_CHECK_OR_RETURN(val(i).dtype == XDtype::kFp32, kNotSupported, "{} has datatype {}; expected fp32", field,
+                           xdtype_name(val(i).dtype));
+    return Status::ok();
+  }
 
   /// fp16 values exist only as the filter (or bias) of a FullyConnected with
   /// fp32 activations; any other reader or writer is refused.
@@ -482,6 +491,19 @@ class Compiler {
         break;
       }
       case T::XNNFullyConnected: st = add_fully_connected(n, static_cast<const fb::FullyConnected*>(u)); break;
+      case T::XNNConv2d: st = add_conv(n, static_cast<const fb::NodeConv*>(u), false); break;
+      case T::XNNDepthwiseConv2d: st = add_conv(n, static_cast<const fb::NodeConv*>(u), true); break;
+      case T::XNNMaxPooling2d: st = add_max_pool(n, static_cast<const fb::Pooling2D*>(u)); break;
+      case T::XNNGlobalAvgPooling2d: {
+        GlobalPoolParams p{};
+        HF2PTE_ASSIGN_OR_RETURN(p.input, resolve(n1->input_id(), "input_id"));
+        HF2PTE_ASSIGN_OR_RETURN(p.output, resolve(n1->output_id(), "output_id"));
+        st = check_fp32(p.input, "input");
+        if (st) st = check_fp32(p.output, "output");
+        if (st) st = check_output(p.output);
+        n.params = p;
+        break;
+      }
       default: st = add_movement(n, type, u); break;
     }
     if (!st) return st.with_context(fmt::format("{}, debug_handle {}", n.name, n.debug_handle));
@@ -702,6 +724,95 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
   return Status::ok();
 }
 
+namespace {
+
+/// Window fields as the kernels take them; every size in [1, 2^16] (pads in
+/// [0, 2^16]), so no later product overflows.
+Result<WindowParams> window_params(uint32_t pt, uint32_t pr, uint32_t pb, uint32_t pl, uint32_t kh, uint32_t kw,
+                                   uint32_t sh, uint32_t sw, uint32_t dh, uint32_t dw) {
+  constexpr uint32_t kMax = 1u << 16;
+  for (uint32_t v : {kh, kw, sh, sw, dh, dw}) {
+    HF2PTE_CHECK_OR_RETURN(v >= 1 && v <= kMax, kInvalidProgram,
+                           "window {}x{}, stride {}x{}, dilation {}x{}: each must be in 1..{}", kh, kw, sh, sw, dh,
+                           dw, kMax);
+  }
+  for (uint32_t v : {pt, pr, pb, pl}) {
+    HF2PTE_CHECK_OR_RETURN(v <= kMax, kInvalidProgram, "padding {} exceeds {}", v, kMax);
+  }
+  WindowParams w;
+  w.window.kernel_h = kh;
+  w.window.kernel_w = kw;
+  w.window.stride_h = sh;
+  w.window.stride_w = sw;
+  w.window.dilation_h = dh;
+  w.window.dilation_w = dw;
+  w.window.pad_top = pt;
+  w.window.pad_left = pl;
+  w.pad_bottom = pb;
+  w.pad_right = pr;
+  return w;
+}
+
+}  // namespace
+
+// Conv2d: filter [groups * cout_g, KH, KW, cin_g]; DepthwiseConv2d: filter
+// [1, KH, KW, groups * multiplier] with multiplier = group_output_channels /
+// group_input_channels (§7). Filter and bias fp32 constants, read in place.
+Status Compiler::add_conv(XNode& n, const fb::NodeConv* t, bool depthwise) {
+  ConvParams p{};
+  HF2PTE_ASSIGN_OR_RETURN(p.input, resolve(t->input1_id(), "input1_id"));
+  HF2PTE_ASSIGN_OR_RETURN(p.filter, resolve(t->filter_id(), "filter_id"));
+  HF2PTE_ASSIGN_OR_RETURN(p.bias, resolve(t->bias_id(), "bias_id", /*optional=*/true));
+  HF2PTE_ASSIGN_OR_RETURN(p.output, resolve(t->output_id(), "output_id"));
+  HF2PTE_RETURN_IF_ERROR(check_output(p.output));
+  for (uint32_t i : {p.input, p.filter, p.output}) HF2PTE_RETURN_IF_ERROR(check_fp32(i, "operand"));
+  HF2PTE_ASSIGN_OR_RETURN(p.win, window_params(t->padding_top(), t->padding_right(), t->padding_bottom(),
+                                               t->padding_left(), t->kernel_height(), t->kernel_width(),
+                                               t->subsampling_height(), t->subsampling_width(), t->dilation_height(),
+                                               t->dilation_width()));
+  const uint32_t groups = t->groups(), cin_g = t->group_input_channels(), cout_g = t->group_output_channels();
+  HF2PTE_CHECK_OR_RETURN(groups >= 1 && cin_g >= 1 && cout_g >= 1 && uint64_t(groups) * cin_g <= (1u << 20) &&
+                             uint64_t(groups) * cout_g <= (1u << 20),
+                         kInvalidProgram, "groups {} x channels {} -> {} out of range", groups, cin_g, cout_g);
+  p.depthwise = depthwise;
+  p.groups = groups;
+  p.cin_g = depthwise ? 1 : cin_g;
+  p.cout_g = depthwise ? cout_g / cin_g : cout_g;
+  HF2PTE_CHECK_OR_RETURN(!depthwise || cout_g % cin_g == 0, kInvalidProgram,
+                         "depthwise output channels {} are not a multiple of input channels {}", cout_g, cin_g);
+  const int64_t cout = p.groups * p.cout_g;
+  const XValue& w = val(p.filter);
+  const std::vector<int64_t> want = depthwise ? std::vector<int64_t>{1, p.win.window.kernel_h, p.win.window.kernel_w, cout}
+                                              : std::vector<int64_t>{cout, p.win.window.kernel_h, p.win.window.kernel_w, p.cin_g};
+  HF2PTE_CHECK_OR_RETURN(w.is_constant, kNotSupported, "a non-constant filter is not supported");
+  HF2PTE_CHECK_OR_RETURN(w.dims == want, kInvalidProgram, "filter dims [{}]; the node's fields give [{}]",
+                         fmt::join(w.dims, ", "), fmt::join(want, ", "));
+  p.weights = static_cast<const float*>(w.cptr);
+  if (p.bias != kInvalidId) {
+    const XValue& b = val(p.bias);
+    HF2PTE_CHECK_OR_RETURN(b.is_constant && b.dtype == XDtype::kFp32, kNotSupported, "the bias must be an fp32 constant");
+    HF2PTE_CHECK_OR_RETURN(numel_of(b.dims) == cout, kInvalidProgram, "bias has {} elements; expected {}",
+                           numel_of(b.dims), cout);
+    p.bias_f = static_cast<const float*>(b.cptr);
+  }
+  n.params = p;
+  return Status::ok();
+}
+
+Status Compiler::add_max_pool(XNode& n, const fb::Pooling2D* t) {
+  PoolParams p{};
+  HF2PTE_ASSIGN_OR_RETURN(p.input, resolve(t->input_id(), "input_id"));
+  HF2PTE_ASSIGN_OR_RETURN(p.output, resolve(t->output_id(), "output_id"));
+  HF2PTE_RETURN_IF_ERROR(check_output(p.output));
+  for (uint32_t i : {p.input, p.output}) HF2PTE_RETURN_IF_ERROR(check_fp32(i, "operand"));
+  HF2PTE_ASSIGN_OR_RETURN(p.win, window_params(t->padding_top(), t->padding_right(), t->padding_bottom(),
+                                               t->padding_left(), t->pooling_height(), t->pooling_width(),
+                                               t->stride_height(), t->stride_width(), t->dilation_height(),
+                                               t->dilation_width()));
+  n.params = p;
+  return Status::ok();
+}
+
 Status Compiler::add_movement(XNode& n, fb::XNodeUnion type, const void* u) {
   using T = fb::XNodeUnion;
   auto ids = [&](uint32_t in, uint32_t out, uint32_t* pin, uint32_t* pout) -> Status {
@@ -837,6 +948,9 @@ std::vector<uint32_t> node_inputs(const XNode& n) {
     std::vector<uint32_t> operator()(const SliceParams& p) const { return {p.input}; }
     std::vector<uint32_t> operator()(const ConcatParams& p) const { return p.inputs; }
     std::vector<uint32_t> operator()(const PadParams& p) const { return {p.input}; }
+    std::vector<uint32_t> operator()(const ConvParams& p) const { return {p.input, p.filter, p.bias}; }
+    std::vector<uint32_t> operator()(const PoolParams& p) const { return {p.input}; }
+    std::vector<uint32_t> operator()(const GlobalPoolParams& p) const { return {p.input}; }
   };
   return std::visit(Visit{}, n.params);
 }

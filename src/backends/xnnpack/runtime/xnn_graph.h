@@ -15,6 +15,7 @@
 
 #include "backends/xnnpack/runtime/weight_store.h"
 #include "core/status.h"
+#include "kernels/optimized/nhwc.h"
 #include "kernels/optimized/qgemm.h"
 
 namespace hf2pte::pte {
@@ -153,9 +154,33 @@ struct PadParams {
   float value = 0.0f;
 };
 
+/// A conv / pooling window (its n and spatial sizes are set per run from
+/// the input) plus the bottom/right padding that fixes the output size.
+struct WindowParams {
+  kernels::Window2d window;
+  int64_t pad_bottom = 0, pad_right = 0;
+};
+/// Conv2d / DepthwiseConv2d over NHWC values; the fp32 filter and bias are
+/// read in place (XNNPACK's layouts, see kernels/optimized/nhwc.h).
+struct ConvParams {
+  uint32_t input, filter, bias, output;
+  WindowParams win;
+  int64_t groups = 1, cin_g = 0, cout_g = 0;  ///< depthwise: groups = input channels, cout_g = multiplier
+  bool depthwise = false;
+  const float* weights = nullptr;
+  const float* bias_f = nullptr;
+};
+/// MaxPooling2d over an NHWC value.
+struct PoolParams {
+  uint32_t input, output;
+  WindowParams win;
+};
+/// GlobalAvgPooling2d: [N, H, W, C] -> [N, 1, 1, C].
+struct GlobalPoolParams { uint32_t input, output; };
+
 using NodeParams = std::variant<UnaryParams, BinaryParams, FullyConnectedParams, BatchMatMulParams,
                                 SoftmaxParams, TransposeParams, ReshapeParams, SliceParams,
-                                ConcatParams, PadParams>;
+                                ConcatParams, PadParams, ConvParams, PoolParams, GlobalPoolParams>;
 
 struct XNode {
   NodeParams params;

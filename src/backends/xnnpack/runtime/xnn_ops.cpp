@@ -173,6 +173,12 @@ class Runner {
   Status exec(const XNode& n, const SliceParams& p);
   Status exec(const XNode& n, const ConcatParams& p);
   Status exec(const XNode& n, const PadParams& p);
+  Status exec(const XNode& n, const ConvParams& p);
+  Status exec(const XNode& n, const PoolParams& p);
+  Status exec(const XNode& n, const GlobalPoolParams& p);
+  /// The window of `p` over NHWC input `x` (output size included), or an
+  /// error naming the shapes when it does not fit.
+  static Result<kernels::Window2d> window_over(const XValue& x, const WindowParams& p);
 
   XnnGraph& g_;
   OutputBinder& binder_;
@@ -757,6 +763,55 @@ Status Runner::exec(const XNode&, const PadParams& p) {
     for (size_t d = 0; d < out.size(); ++d) off += (idx[d] + pre[d]) * so[d];
     py[off] = px[i];
   });
+  return Status::ok();
+}
+
+Result<kernels::Window2d> Runner::window_over(const XValue& x, const WindowParams& p) {
+  HF2PTE_CHECK_OR_RETURN(x.shape.size() == 4, kInvalidArgument, "input [{}] is not 4-D NHWC", fmt::join(x.shape, ", "));
+  kernels::Window2d w = p.window;
+  w.n = x.shape[0];
+  w.ih = x.shape[1];
+  w.iw = x.shape[2];
+  w.oh = kernels::window_output_size(w.ih, w.pad_top, p.pad_bottom, w.kernel_h, w.stride_h, w.dilation_h);
+  w.ow = kernels::window_output_size(w.iw, w.pad_left, p.pad_right, w.kernel_w, w.stride_w, w.dilation_w);
+  HF2PTE_CHECK_OR_RETURN(w.oh > 0 && w.ow > 0, kInvalidArgument, "window {}x{} does not fit the padded input [{}]",
+                         w.kernel_h, w.kernel_w, fmt::join(x.shape, ", "));
+  return w;
+}
+
+Status Runner::exec(const XNode& n, const ConvParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
+  HF2PTE_ASSIGN_OR_RETURN(kernels::Window2d w, window_over(*x, p.win));
+  const int64_t cin = p.groups * p.cin_g, cout = p.groups * p.cout_g;
+  HF2PTE_CHECK_OR_RETURN(x->shape[3] == cin, kInvalidArgument, "input [{}] has {} channels; the filter takes {}",
+                         fmt::join(x->shape, ", "), x->shape[3], cin);
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, Shape{w.n, w.oh, w.ow, cout}));
+  const auto* in = static_cast<const float*>(x->data);
+  auto* out = static_cast<float*>(y->data);
+  if (p.depthwise) {
+    kernels::depthwise_conv2d_nhwc_f32(w, cin, p.cout_g, in, p.weights, p.bias_f, n.out_min, n.out_max, out);
+  } else {
+    kernels::conv2d_nhwc_f32(w, p.groups, p.cin_g, p.cout_g, in, p.weights, p.bias_f, n.out_min, n.out_max, out);
+  }
+  return Status::ok();
+}
+
+Status Runner::exec(const XNode& n, const PoolParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
+  HF2PTE_ASSIGN_OR_RETURN(kernels::Window2d w, window_over(*x, p.win));
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, Shape{w.n, w.oh, w.ow, x->shape[3]}));
+  kernels::max_pool2d_nhwc_f32(w, x->shape[3], static_cast<const float*>(x->data), n.out_min, n.out_max,
+                               static_cast<float*>(y->data));
+  return Status::ok();
+}
+
+Status Runner::exec(const XNode& n, const GlobalPoolParams& p) {
+  HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
+  HF2PTE_CHECK_OR_RETURN(x->shape.size() == 4, kInvalidArgument, "input [{}] is not 4-D NHWC", fmt::join(x->shape, ", "));
+  const int64_t c = x->shape[3];
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, Shape{x->shape[0], 1, 1, c}));
+  kernels::global_avg_pool_nhwc_f32(x->shape[0], x->shape[1] * x->shape[2], c, static_cast<const float*>(x->data),
+                                    n.out_min, n.out_max, static_cast<float*>(y->data));
   return Status::ok();
 }
 

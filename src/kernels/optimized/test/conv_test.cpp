@@ -1,10 +1,13 @@
 // The optimized convolution (im2col + sgemm) against the portable kernel
 // (double accumulation) on the shapes ResNet and ViT use and the corners:
 // strides, padding, dilation, groups, 1x1 direct, bias or none.
+#include <algorithm>
+#include <limits>
 #include <random>
 
 #include <gtest/gtest.h>
 
+#include "kernels/optimized/nhwc.h"
 #include "kernels/optimized/optimized_ops.h"
 #include "kernels/portable/kernels.h"
 #include "kernels/portable/test/op_test_util.h"
@@ -53,6 +56,112 @@ TEST(OptimizedConvolution, MatchesPortableKernel) {
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_NEAR(got[i], want[i], 1e-4) << "C " << s.C << " K " << s.K << " stride " << s.stride << " at " << i;
     }
+  }
+}
+
+/// [1, C, H, W] <-> [1, H, W, C].
+std::vector<float> to_nhwc(const std::vector<float>& x, int64_t C, int64_t H, int64_t W) {
+  std::vector<float> y(x.size());
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t p = 0; p < H * W; ++p) y[size_t(p * C + c)] = x[size_t(c * H * W + p)];
+  }
+  return y;
+}
+std::vector<float> to_nchw(const std::vector<float>& y, int64_t C, int64_t H, int64_t W) {
+  std::vector<float> x(y.size());
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t p = 0; p < H * W; ++p) x[size_t(c * H * W + p)] = y[size_t(p * C + c)];
+  }
+  return x;
+}
+
+// The XNNPACK runtime's channels-last convolution (patch rows x filter^T)
+// and max pooling against the portable NCHW kernels on transposed data,
+// with the fused output clamp (a folded ReLU).
+TEST(NhwcKernels, ConvolutionAndMaxPoolMatchPortableKernels) {
+  std::mt19937 gen(12);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  struct Shape {
+    int64_t C, H, W, O, K, stride, pad, dil, groups;
+    bool bias, relu;
+  };
+  const Shape shapes[] = {
+      {3, 17, 15, 8, 7, 2, 3, 1, 1, true, true},    // a ResNet stem
+      {8, 9, 9, 8, 3, 1, 1, 1, 1, false, true},     // 3x3 same
+      {8, 9, 9, 16, 1, 1, 0, 1, 1, true, false},    // 1x1: the input read in place
+      {8, 9, 9, 16, 1, 2, 0, 1, 1, false, false},   // 1x1 stride 2 (a shortcut)
+      {6, 10, 11, 4, 3, 2, 2, 2, 2, true, true},    // dilation and groups
+      {3, 32, 32, 12, 8, 8, 0, 1, 1, true, false},  // a ViT patch embedding
+  };
+  for (const Shape& s : shapes) {
+    ArgArena a;
+    auto vals = [&](size_t n) {
+      std::vector<float> v(n);
+      for (auto& x : v) x = dist(gen);
+      return v;
+    };
+    const int64_t Cg = s.C / s.groups;
+    const auto x = vals(size_t(s.C * s.H * s.W)), w = vals(size_t(s.O * Cg * s.K * s.K)), b = vals(size_t(s.O));
+    auto* in = a.tensor<float>({1, s.C, s.H, s.W}, x);
+    auto* wt = a.tensor<float>({s.O, Cg, s.K, s.K}, w);
+    Window2d win;
+    win.ih = s.H;
+    win.iw = s.W;
+    win.kernel_h = win.kernel_w = s.K;
+    win.stride_h = win.stride_w = s.stride;
+    win.dilation_h = win.dilation_w = s.dil;
+    win.pad_top = win.pad_left = s.pad;
+    win.oh = window_output_size(s.H, s.pad, s.pad, s.K, s.stride, s.dil);
+    win.ow = window_output_size(s.W, s.pad, s.pad, s.K, s.stride, s.dil);
+    auto* out = a.out(ScalarType::kFloat, {1, s.O, win.oh, win.ow});
+    std::vector<rt::EValue*> args{in, wt, s.bias ? a.tensor<float>({s.O}, b) : a.none(), a.int_list({s.stride, s.stride}),
+                                  a.int_list({s.pad, s.pad}), a.int_list({s.dil, s.dil}), a.b(false),
+                                  a.int_list({0, 0}), a.i(s.groups), out, out};
+    rt::KernelContext ctx;
+    HF2PTE_EXPECT_OK(kernels::ConvolutionOut(ctx, args));
+    auto want = values_of<float>(*out->tensor);
+    if (s.relu) for (auto& v : want) v = std::max(v, 0.0f);
+    // Filter [O, Cg, K, K] -> [O, K, K, Cg] (XNNPACK's layout).
+    std::vector<float> w_nhwc(w.size());
+    for (int64_t o = 0; o < s.O; ++o) {
+      for (int64_t c = 0; c < Cg; ++c) {
+        for (int64_t t = 0; t < s.K * s.K; ++t) w_nhwc[size_t((o * s.K * s.K + t) * Cg + c)] = w[size_t((o * Cg + c) * s.K * s.K + t)];
+      }
+    }
+    std::vector<float> y(want.size());
+    const float lo = s.relu ? 0.0f : -std::numeric_limits<float>::infinity();
+    conv2d_nhwc_f32(win, s.groups, Cg, s.O / s.groups, to_nhwc(x, s.C, s.H, s.W).data(), w_nhwc.data(),
+                    s.bias ? b.data() : nullptr, lo, std::numeric_limits<float>::infinity(), y.data());
+    const auto got = to_nchw(y, s.O, win.oh, win.ow);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-4) << "conv C " << s.C << " K " << s.K << " stride " << s.stride << " at " << i;
+    }
+
+    // Max pooling with the same window (groups and bias aside).
+    if (s.groups != 1 || 2 * s.pad > s.K) continue;
+    auto* pooled = a.out(ScalarType::kFloat, {1, s.C, win.oh, win.ow});
+    auto* idx = a.out(ScalarType::kLong, {1, s.C, win.oh, win.ow});
+    std::vector<rt::EValue*> pargs{in, a.int_list({s.K, s.K}), a.int_list({s.stride, s.stride}), a.int_list({s.pad, s.pad}),
+                                   a.int_list({s.dil, s.dil}), a.b(false), pooled, idx, pooled};
+    HF2PTE_EXPECT_OK(kernels::MaxPool2dWithIndicesOut(ctx, pargs));
+    const auto pwant = values_of<float>(*pooled->tensor);
+    std::vector<float> py(pwant.size());
+    max_pool2d_nhwc_f32(win, s.C, to_nhwc(x, s.C, s.H, s.W).data(), -std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::infinity(), py.data());
+    EXPECT_EQ(to_nchw(py, s.C, win.oh, win.ow), pwant) << "max pool C " << s.C << " K " << s.K;
+  }
+}
+
+TEST(NhwcKernels, GlobalAveragePoolIsTheMeanOverPixels) {
+  const int64_t C = 5, HW = 7;
+  std::vector<float> x(static_cast<size_t>(C * HW)), y(static_cast<size_t>(C));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 11) - 3.0f;
+  global_avg_pool_nhwc_f32(1, HW, C, x.data(), -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::infinity(), y.data());
+  for (int64_t c = 0; c < C; ++c) {
+    double sum = 0;
+    for (int64_t p = 0; p < HW; ++p) sum += x[size_t(p * C + c)];
+    EXPECT_NEAR(y[size_t(c)], sum / HW, 1e-6) << c;
   }
 }
 

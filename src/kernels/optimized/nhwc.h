@@ -1,0 +1,50 @@
+// Channels-last (NHWC) image kernels, float32: the convolution and pooling
+// nodes of XNNPACK payloads (docs/xnnpack-payload.md §7), which keep their
+// tensors as [N, H, W, C]. Padding is explicit per side, as the payload
+// writes it; output sizes are the caller's (computed from the same fields).
+#pragma once
+
+#include <cstdint>
+
+namespace hf2pte::kernels {
+
+/// A 2-D window over an NHWC input [n, ih, iw, c] giving an output [n, oh, ow, .]:
+/// output pixel (oy, ox) reads input rows oy * stride_h - pad_top + i * dilation_h
+/// for i < kernel_h (columns alike); taps outside the input are padding.
+struct Window2d {
+  int64_t n = 1, ih = 0, iw = 0;
+  int64_t oh = 0, ow = 0;
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+};
+
+/// Output size of one spatial dim: (in + pads - dilation * (kernel - 1) - 1) / stride + 1,
+/// or 0 when the padded input is smaller than the window.
+int64_t window_output_size(int64_t in, int64_t pad_before, int64_t pad_after, int64_t kernel, int64_t stride,
+                           int64_t dilation);
+
+/// y[n, oy, ox, g * cout_g + o] = clamp(bias[g * cout_g + o] + sum over (i, j, c) of
+///   w[g * cout_g + o, i, j, c] * x[n, iy, ix, g * cin_g + c], lo, hi)
+/// with padding taps 0. w is [groups * cout_g, kernel_h, kernel_w, cin_g]
+/// (XNNPACK's Conv2d filter); bias may be null. The patches of a block of
+/// output pixels are gathered into rows (a 1x1, stride-1, unpadded conv reads
+/// x in place) and multiplied with the filter by gemm_f32_nt.
+void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t cout_g, const float* x,
+                     const float* w, const float* bias, float lo, float hi, float* y);
+
+/// Depthwise: channel c (of c_in * multiplier outputs) reads input channel
+/// c / multiplier; w is [kernel_h, kernel_w, c_in * multiplier] (XNNPACK's
+/// DepthwiseConv2d filter without its leading 1).
+void depthwise_conv2d_nhwc_f32(const Window2d& win, int64_t c_in, int64_t multiplier, const float* x, const float* w,
+                               const float* bias, float lo, float hi, float* y);
+
+/// y[n, oy, ox, c] = clamp(max over the window's in-bounds taps, lo, hi)
+/// (padding never wins; a window with no in-bounds tap gives -inf).
+void max_pool2d_nhwc_f32(const Window2d& win, int64_t c, const float* x, float lo, float hi, float* y);
+
+/// y[n, c] = clamp(mean of x[n, :, :, c] over the hw pixels, lo, hi).
+void global_avg_pool_nhwc_f32(int64_t n, int64_t hw, int64_t c, const float* x, float lo, float hi, float* y);
+
+}  // namespace hf2pte::kernels
