@@ -1,4 +1,4 @@
-// hf2pte_kernel_bench [--threads N] [--quantized (only the quantized kernels)]: the optimized kernels' inner loops against
+// hf2pte_kernel_bench [--threads N] [--quantized | --conv (only those kernels)]: the optimized kernels' inner loops against
 // OpenBLAS in one run (same threads, same buffers), best of several reps:
 //  - GEMM 1024^3 (prefill-sized): OpenBLAS sgemm on its own threads vs gemm_f32
 //    (what mm/addmm use: the kernel pool splitting columns over 1-thread sgemm
@@ -12,7 +12,10 @@
 //    the quantized-filter kernels (qgemm.h) at the same shapes: decode GEMV in
 //    GB/s of packed weight bytes (and its share of that bandwidth), prefill
 //    GEMM (M = 512) in GOP/s, for int8 / int4 / int4 group-32 filters with
-//    dynamic int8 activations and with fp32 ones (weight-only).
+//    dynamic int8 activations and with fp32 ones (weight-only);
+//  - --conv: the NHWC convolution of XNNPACK payloads (nhwc.h) at ResNet-50's
+//    layer shapes (224^2 input), in GFLOP/s, against OpenBLAS sgemm on the
+//    same [pixels, K] x [K, Cout] product without the patch gathering.
 #include <cblas.h>
 
 #include <algorithm>
@@ -26,6 +29,7 @@
 
 #include "kernels/optimized/gemm.h"
 #include "kernels/optimized/kernels.h"
+#include "kernels/optimized/nhwc.h"
 #include "kernels/optimized/qgemm.h"
 #include "kernels/optimized/simd_kernels.h"
 #include "kernels/optimized/thread_pool.h"
@@ -133,20 +137,81 @@ void bench_quantized(int threads) {
 
 }  // namespace
 
+void bench_conv(int threads) {
+  using namespace hf2pte::kernels;
+  struct Conv {
+    const char* what;
+    int64_t hw, cin, cout, k, stride;
+    int count;  ///< layers of this shape in ResNet-50
+  };
+  const Conv convs[] = {
+      {"stem 7x7/2 3->64", 224, 3, 64, 7, 2, 1},      {"s1 1x1 64->64", 56, 64, 64, 1, 1, 1},
+      {"s1 1x1 256->64", 56, 256, 64, 1, 1, 2},       {"s1 3x3 64->64", 56, 64, 64, 3, 1, 3},
+      {"s1 1x1 64->256", 56, 64, 256, 1, 1, 4},       {"s2 1x1 256->128", 56, 256, 128, 1, 1, 1},
+      {"s2 3x3/2 128->128", 56, 128, 128, 3, 2, 1},   {"s2 1x1/2 256->512", 56, 256, 512, 1, 2, 1},
+      {"s2 1x1 512->128", 28, 512, 128, 1, 1, 3},     {"s2 3x3 128->128", 28, 128, 128, 3, 1, 3},
+      {"s2 1x1 128->512", 28, 128, 512, 1, 1, 4},     {"s3 1x1 512->256", 28, 512, 256, 1, 1, 1},
+      {"s3 3x3/2 256->256", 28, 256, 256, 3, 2, 1},   {"s3 1x1/2 512->1024", 28, 512, 1024, 1, 2, 1},
+      {"s3 1x1 1024->256", 14, 1024, 256, 1, 1, 5},   {"s3 3x3 256->256", 14, 256, 256, 3, 1, 5},
+      {"s3 1x1 256->1024", 14, 256, 1024, 1, 1, 6},   {"s4 1x1 1024->512", 14, 1024, 512, 1, 1, 1},
+      {"s4 3x3/2 512->512", 14, 512, 512, 3, 2, 1},   {"s4 1x1/2 1024->2048", 14, 1024, 2048, 1, 2, 1},
+      {"s4 1x1 2048->512", 7, 2048, 512, 1, 1, 2},    {"s4 3x3 512->512", 7, 512, 512, 3, 1, 2},
+      {"s4 1x1 512->2048", 7, 512, 2048, 1, 1, 3},
+  };
+  std::printf("\nNHWC conv at ResNet-50 shapes, %d threads       GFLOP/s   sgemm-only   ms x layers\n", threads);
+  double total_ms = 0, total_flop = 0;
+  for (const Conv& c : convs) {
+    Window2d w;
+    w.ih = w.iw = c.hw;
+    w.kernel_h = w.kernel_w = c.k;
+    w.stride_h = w.stride_w = c.stride;
+    w.pad_top = w.pad_left = c.k / 2;
+    w.oh = w.ow = window_output_size(c.hw, c.k / 2, c.k / 2, c.k, c.stride, 1);
+    const int64_t pixels = w.oh * w.ow, kdim = c.k * c.k * c.cin;
+    auto x = filled(size_t(c.hw * c.hw * c.cin), 0.5f), f = filled(size_t(c.cout * kdim), 0.01f);
+    auto bias = filled(size_t(c.cout), 0.1f), y = filled(size_t(pixels * c.cout), 0.0f);
+    auto a = filled(size_t(pixels * kdim), 0.5f);
+    const double flop = 2.0 * double(pixels) * double(kdim) * double(c.cout);
+    double ours = 1e30, blas = 1e30;
+    for (int round = 0; round < 2; ++round) {
+      ours = std::min(ours, best_seconds(5, [&] {
+        conv2d_nhwc_f32(w, 1, c.cin, c.cout, x.data(), f.data(), bias.data(), nullptr, 0.0f, 1e30f, y.data());
+      }));
+      openblas_set_num_threads(threads);
+      blas = std::min(blas, best_seconds(5, [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(pixels), int(c.cout), int(kdim), 1.0f, a.data(),
+                    int(kdim), f.data(), int(kdim), 0.0f, y.data(), int(c.cout));
+      }));
+      openblas_set_num_threads(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    total_ms += ours * 1e3 * c.count;
+    total_flop += flop * c.count;
+    std::printf("  %-22s %6lldx%-4lld %8.1f %10.1f %9.2f x %d\n", c.what, (long long)pixels, (long long)kdim,
+                flop / ours / 1e9, flop / blas / 1e9, ours * 1e3, c.count);
+  }
+  std::printf("  all 53 convolutions: %.1f ms, %.1f GFLOP/s\n", total_ms, total_flop / (total_ms / 1e3) / 1e9);
+}
+
 int main(int argc, char** argv) {
   using namespace hf2pte::kernels;
   int threads = 2;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--threads") threads = std::atoi(argv[++i]);
   }
-  bool quantized_only = false;
+  bool quantized_only = false, conv_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quantized") quantized_only = true;
+    if (std::string(argv[i]) == "--conv") conv_only = true;
   }
   set_kernel_threads(threads);
   std::printf("threads %d, SIMD table %s\n", threads, simd().isa);
   if (quantized_only) {
     bench_quantized(threads);
+    return 0;
+  }
+  if (conv_only) {
+    bench_conv(threads);
     return 0;
   }
 

@@ -205,6 +205,15 @@ void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W
   });
 }
 
+void gemm_f32_nt_1t(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* W, float* C, int64_t ldc,
+                    const float* bias) {
+  if (M * N == 0) return;
+  if (bias != nullptr) {
+    for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, C + i * ldc);
+  }
+  sgemm_1t(true, M, N, K, 1.0f, A, lda, W, K, bias != nullptr ? 1.0f : 0.0f, C, ldc);
+}
+
 void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
                       float* C) {
   if (M * N == 0) return;

@@ -24,6 +24,12 @@ const char* gemm_engine();
 /// over row blocks, larger M a single-threaded sgemm per column block.
 void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias);
 
+/// gemm_f32_nt on the calling thread only (no pool), A and C with row
+/// strides lda and ldc: for callers that split the rows across the pool
+/// themselves (the NHWC convolution).
+void gemm_f32_nt_1t(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* W, float* C, int64_t ldc,
+                    const float* bias);
+
 /// gemm_f32_nt with W in fp16 (IEEE half, [N, K]): decode converts each row
 /// inside the dot product (half the bytes streamed); M > 1 converts each
 /// column block to float once, then sgemm.

@@ -30,13 +30,15 @@ void clamp_range(float* y, int64_t count, float lo, float hi) {
 }
 
 /// Rows [p0, p1) of the patch matrix of channels [c0, c0 + cg) of an input
-/// with `ctot` channels: row (p - p0) = [kernel_h][kernel_w][cg], 0 for padding.
-void gather_patches(const Window2d& w, int64_t ctot, int64_t c0, int64_t cg, const float* x, int64_t p0, int64_t p1,
-                    float* rows) {
+/// with `ctot` channels: row (p - p0) = [kernel_h][kernel_w][cg], 0 for
+/// padding. On the calling thread.
+void gather_rows(const Window2d& w, int64_t ctot, int64_t c0, int64_t cg, const float* x, int64_t p0, int64_t p1,
+                 float* rows) {
   const int64_t row_len = w.kernel_h * w.kernel_w * cg;
   // With unit dilation and all channels, a window row's taps are one contiguous run.
   const bool runs = w.dilation_w == 1 && cg == ctot;
-  parallel_for(p1 - p0, 16, [&](int64_t b, int64_t e) {
+  {
+    const int64_t b = 0, e = p1 - p0;
     for (int64_t r = b; r < e; ++r) {
       const int64_t p = p0 + r;
       const int64_t ox = p % w.ow, oy = (p / w.ow) % w.oh, n = p / (w.ow * w.oh);
@@ -65,7 +67,25 @@ void gather_patches(const Window2d& w, int64_t ctot, int64_t c0, int64_t cg, con
         }
       }
     }
+  }
+}
+
+/// gather_rows with the pixels split across the pool.
+void gather_patches(const Window2d& w, int64_t ctot, int64_t c0, int64_t cg, const float* x, int64_t p0, int64_t p1,
+                    float* rows) {
+  const int64_t row_len = w.kernel_h * w.kernel_w * cg;
+  parallel_for(p1 - p0, 16, [&](int64_t b, int64_t e) {
+    gather_rows(w, ctot, c0, cg, x, p0 + b, p0 + e, rows + b * row_len);
   });
+}
+
+/// y[p] = clamp(y[p] (+ residual[p]), lo, hi) over `count` floats.
+void finish_rows(float* y, const float* residual, int64_t count, float lo, float hi) {
+  if (residual != nullptr) {
+    for (int64_t i = 0; i < count; ++i) y[i] = std::min(std::max(y[i] + residual[i], lo), hi);
+  } else {
+    clamp_range(y, count, lo, hi);
+  }
 }
 
 }  // namespace
@@ -79,7 +99,7 @@ int64_t window_output_size(int64_t in, int64_t pad_before, int64_t pad_after, in
 }
 
 void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t cout_g, const float* x,
-                     const float* w, const float* bias, float lo, float hi, float* y) {
+                     const float* w, const float* bias, const float* residual, float lo, float hi, float* y) {
   const int64_t pixels = win.n * win.oh * win.ow;
   const int64_t cin = groups * cin_g, cout = groups * cout_g;
   const int64_t row_len = win.kernel_h * win.kernel_w * cin_g;
@@ -87,32 +107,57 @@ void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t
   const bool in_place = groups == 1 && win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 &&
                         win.stride_w == 1 && win.pad_top == 0 && win.pad_left == 0 && win.oh == win.ih &&
                         win.ow == win.iw;
-  if (in_place) {
-    gemm_f32_nt(pixels, cout, cin, x, w, y, bias);
-  } else {
-    const int64_t block = std::clamp<int64_t>(kPatchBlockFloats / std::max<int64_t>(row_len, 1), 16, pixels);
-    thread_local std::vector<float> rows, part;
-    rows.resize(size_t(block * row_len));
-    if (groups > 1) part.resize(size_t(block * cout_g));
-    for (int64_t p0 = 0; p0 < pixels; p0 += block) {
-      const int64_t p1 = std::min(pixels, p0 + block), m = p1 - p0;
-      for (int64_t g = 0; g < groups; ++g) {
+  const bool epilogue = residual != nullptr || clamps(lo, hi);
+  if (groups == 1 && pixels >= 64 * int64_t(pool_threads())) {
+    // At least 64 pixels per thread: each thread gathers and multiplies
+    // its own rows (one single-threaded GEMM per block, the whole filter
+    // width), then adds and clamps them while they are in its cache.
+    parallel_for(pixels, 16, [&](int64_t b, int64_t e) {
+      thread_local std::vector<float> own;
+      const int64_t blk = std::clamp<int64_t>(kPatchBlockFloats / 2 / std::max<int64_t>(row_len, 1), 16, e - b);
+      if (!in_place) own.resize(size_t(blk * row_len));
+      for (int64_t q0 = b; q0 < e; q0 += blk) {
+        const int64_t q1 = std::min(e, q0 + blk);
+        const float* a = x + q0 * cin;
+        if (!in_place) {
+          gather_rows(win, cin, 0, cin, x, q0, q1, own.data());
+          a = own.data();
+        }
+        gemm_f32_nt_1t(q1 - q0, cout, row_len, a, row_len, w, y + q0 * cout, cout, bias);
+        if (epilogue) finish_rows(y + q0 * cout, residual == nullptr ? nullptr : residual + q0 * cout, (q1 - q0) * cout, lo, hi);
+      }
+    });
+    return;
+  }
+  const int64_t block = std::clamp<int64_t>(kPatchBlockFloats / std::max<int64_t>(row_len, 1), 16, pixels);
+  thread_local std::vector<float> rows, part;
+  if (!in_place) rows.resize(size_t(block * row_len));
+  if (groups > 1) part.resize(size_t(block * cout_g));
+  for (int64_t p0 = 0; p0 < pixels; p0 += block) {
+    const int64_t p1 = std::min(pixels, p0 + block), m = p1 - p0;
+    float* out = y + p0 * cout;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* a = x + p0 * cin;
+      if (!in_place) {
         gather_patches(win, cin, g * cin_g, cin_g, x, p0, p1, rows.data());
-        const float* wg = w + g * cout_g * row_len;
-        const float* bg = bias == nullptr ? nullptr : bias + g * cout_g;
-        if (groups == 1) {
-          gemm_f32_nt(m, cout, row_len, rows.data(), wg, y + p0 * cout, bg);
-          continue;
-        }
-        gemm_f32_nt(m, cout_g, row_len, rows.data(), wg, part.data(), bg);
-        for (int64_t r = 0; r < m; ++r) {
-          std::memcpy(y + (p0 + r) * cout + g * cout_g, part.data() + r * cout_g, size_t(cout_g) * sizeof(float));
-        }
+        a = rows.data();
+      }
+      const float* wg = w + g * cout_g * row_len;
+      const float* bg = bias == nullptr ? nullptr : bias + g * cout_g;
+      if (groups == 1) {
+        gemm_f32_nt(m, cout, row_len, a, wg, out, bg);
+        continue;
+      }
+      gemm_f32_nt(m, cout_g, row_len, a, wg, part.data(), bg);
+      for (int64_t r = 0; r < m; ++r) {
+        std::memcpy(out + r * cout + g * cout_g, part.data() + r * cout_g, size_t(cout_g) * sizeof(float));
       }
     }
-  }
-  if (clamps(lo, hi)) {
-    parallel_for(pixels, 64, [&](int64_t b, int64_t e) { clamp_range(y + b * cout, (e - b) * cout, lo, hi); });
+    if (!epilogue) continue;
+    const float* res = residual == nullptr ? nullptr : residual + p0 * cout;
+    parallel_for(m, 16, [&](int64_t b, int64_t e) {
+      finish_rows(out + b * cout, res == nullptr ? nullptr : res + b * cout, (e - b) * cout, lo, hi);
+    });
   }
 }
 

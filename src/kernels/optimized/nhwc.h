@@ -26,13 +26,14 @@ int64_t window_output_size(int64_t in, int64_t pad_before, int64_t pad_after, in
                            int64_t dilation);
 
 /// y[n, oy, ox, g * cout_g + o] = clamp(bias[g * cout_g + o] + sum over (i, j, c) of
-///   w[g * cout_g + o, i, j, c] * x[n, iy, ix, g * cin_g + c], lo, hi)
+///   w[g * cout_g + o, i, j, c] * x[n, iy, ix, g * cin_g + c] (+ residual[same index]), lo, hi)
 /// with padding taps 0. w is [groups * cout_g, kernel_h, kernel_w, cin_g]
-/// (XNNPACK's Conv2d filter); bias may be null. The patches of a block of
-/// output pixels are gathered into rows (a 1x1, stride-1, unpadded conv reads
-/// x in place) and multiplied with the filter by gemm_f32_nt.
+/// (XNNPACK's Conv2d filter); bias and residual may be null. The patches of a
+/// block of output pixels are gathered into rows (a 1x1, stride-1, unpadded
+/// conv reads x in place) and multiplied with the filter by gemm_f32_nt; the
+/// residual add and the clamp run on each block while it is in cache.
 void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t cout_g, const float* x,
-                     const float* w, const float* bias, float lo, float hi, float* y);
+                     const float* w, const float* bias, const float* residual, float lo, float hi, float* y);
 
 /// Depthwise: channel c (of c_in * multiplier outputs) reads input channel
 /// c / multiplier; w is [kernel_h, kernel_w, c_in * multiplier] (XNNPACK's

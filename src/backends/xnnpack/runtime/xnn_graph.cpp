@@ -948,7 +948,7 @@ std::vector<uint32_t> node_inputs(const XNode& n) {
     std::vector<uint32_t> operator()(const SliceParams& p) const { return {p.input}; }
     std::vector<uint32_t> operator()(const ConcatParams& p) const { return p.inputs; }
     std::vector<uint32_t> operator()(const PadParams& p) const { return {p.input}; }
-    std::vector<uint32_t> operator()(const ConvParams& p) const { return {p.input, p.filter, p.bias}; }
+    std::vector<uint32_t> operator()(const ConvParams& p) const { return {p.input, p.filter, p.bias, p.residual}; }
     std::vector<uint32_t> operator()(const PoolParams& p) const { return {p.input}; }
     std::vector<uint32_t> operator()(const GlobalPoolParams& p) const { return {p.input}; }
   };
@@ -986,6 +986,53 @@ void skip_fused_converts(XnnGraph& g) {
   }
 }
 
+/// conv -> Add(conv, r) where the conv's output has no other reader, no
+/// output clamp, and r exists before the conv runs (a ResNet block's residual):
+/// the Add is dropped and the conv adds r in its epilogue, writing the Add's
+/// output with the Add's clamp. Equal serialized dims only (no broadcast).
+void fuse_residual_adds(XnnGraph& g) {
+  const size_t nv = g.values.size();
+  std::vector<uint32_t> readers(nv, 0);
+  std::vector<int64_t> produced_at(nv, -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (uint32_t v : node_inputs(g.nodes[i])) {
+      if (v < nv) ++readers[v];
+    }
+    if (const uint32_t o = node_output(g.nodes[i]); o < nv) produced_at[o] = int64_t(i);
+  }
+  std::vector<bool> dropped(g.nodes.size(), false);
+  for (size_t j = 0; j < g.nodes.size(); ++j) {
+    const auto* add = std::get_if<BinaryParams>(&g.nodes[j].params);
+    if (add == nullptr || add->kind != BinaryKind::kAdd) continue;
+    for (const auto [c, r] : {std::pair{add->input1, add->input2}, std::pair{add->input2, add->input1}}) {
+      if (c == r || produced_at[c] < 0 || readers[c] != 1 || g.values[c].is_output) continue;
+      XNode& conv_node = g.nodes[size_t(produced_at[c])];
+      auto* conv = std::get_if<ConvParams>(&conv_node.params);
+      if (conv == nullptr || conv->depthwise || conv->residual != kInvalidId || std::isfinite(conv_node.out_min) ||
+          std::isfinite(conv_node.out_max)) {
+        continue;
+      }
+      const XValue &cv = g.values[c], &rv = g.values[r], &yv = g.values[add->output];
+      if (cv.dims != rv.dims || cv.dims != yv.dims || rv.dtype != XDtype::kFp32 || yv.dtype != XDtype::kFp32) continue;
+      if (!(rv.is_input || rv.is_constant || (produced_at[r] >= 0 && produced_at[r] < produced_at[c]))) continue;
+      conv->residual = r;
+      conv->output = add->output;
+      conv_node.out_min = g.nodes[j].out_min;
+      conv_node.out_max = g.nodes[j].out_max;
+      produced_at[add->output] = produced_at[c];
+      dropped[j] = true;
+      break;
+    }
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (dropped[i]) continue;
+    if (k != i) g.nodes[k] = std::move(g.nodes[i]);  // never self-move: it would empty the node
+    ++k;
+  }
+  g.nodes.resize(k);
+}
+
 /// Fills g.release_after: storage of internal value v (or of what it views)
 /// is released after the last node that reads v or any view of it.
 void plan_lifetimes(XnnGraph& g) {
@@ -1016,6 +1063,7 @@ Result<XnnGraph> compile_payload(std::span<const uint8_t> payload, const pte::Pt
   HF2PTE_ASSIGN_OR_RETURN(VerifiedPayload p, verify_payload(payload));
   HF2PTE_ASSIGN_OR_RETURN(XnnGraph g, Compiler(p, file, purpose).run());
   skip_fused_converts(g);
+  if (purpose == CompileFor::kExecution) fuse_residual_adds(g);
   plan_lifetimes(g);
   return g;
 }

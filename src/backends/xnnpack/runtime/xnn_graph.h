@@ -169,6 +169,9 @@ struct ConvParams {
   bool depthwise = false;
   const float* weights = nullptr;
   const float* bias_f = nullptr;
+  /// A residual Add folded in at compile time (fuse_residual_adds): the conv
+  /// writes conv + residual, clamped by the Add's output_min_max.
+  uint32_t residual = kInvalidId;
 };
 /// MaxPooling2d over an NHWC value.
 struct PoolParams {

@@ -616,6 +616,35 @@ void gather_bytes(void* dst, const void* src, size_t esize, const Shape& out, Ma
   });
 }
 
+/// The same permutation over fewer dims: size-1 dims dropped and input dims
+/// that stay adjacent and in order in the output merged, so NCHW <-> NHWC
+/// ([N, C, H, W] with [0, 2, 3, 1]) becomes the batched 2-D transpose
+/// [N, C, HW] with [0, 2, 1] that kernels::permute_4byte runs fast.
+void collapse_permutation(const Shape& shape, const std::vector<uint32_t>& perm, Shape& cshape, Shape& cperm) {
+  std::vector<int64_t> order;  // output order of the input dims that are not 1
+  for (uint32_t d : perm) if (shape[d] != 1) order.push_back(d);
+  // Runs of consecutive input dims: each becomes one dim.
+  std::vector<std::pair<int64_t, int64_t>> runs;  // (first input dim, size), in output order
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k > 0 && order[k] == order[k - 1] + 1) {
+      runs.back().second *= shape[size_t(order[k])];
+      continue;
+    }
+    runs.push_back({order[k], shape[size_t(order[k])]});
+  }
+  std::vector<size_t> by_input(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) by_input[i] = i;
+  std::sort(by_input.begin(), by_input.end(), [&](size_t a, size_t b) { return runs[a].first < runs[b].first; });
+  cshape.assign(runs.size(), 1);
+  cperm.assign(runs.size(), 0);
+  std::vector<int64_t> input_pos(runs.size());
+  for (size_t i = 0; i < by_input.size(); ++i) {
+    cshape[i] = runs[by_input[i]].second;
+    input_pos[by_input[i]] = int64_t(i);
+  }
+  for (size_t k = 0; k < runs.size(); ++k) cperm[k] = input_pos[k];
+}
+
 Status Runner::exec(const XNode&, const TransposeParams& p) {
   HF2PTE_ASSIGN_OR_RETURN(XValue * x, input(p.input));
   HF2PTE_CHECK_OR_RETURN(p.perm.size() == x->shape.size(), kInvalidArgument, "perm has {} entries for rank {}",
@@ -624,8 +653,13 @@ Status Runner::exec(const XNode&, const TransposeParams& p) {
   for (size_t i = 0; i < out.size(); ++i) out[i] = x->shape[p.perm[i]];
   HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
   if (xdtype_size(x->dtype) == 4) {
-    const Shape perm(p.perm.begin(), p.perm.end());
-    if (kernels::permute_4byte(x->data, y->data, x->shape, perm)) return Status::ok();
+    Shape cshape, cperm;
+    collapse_permutation(x->shape, p.perm, cshape, cperm);
+    if (cshape.size() <= 1) {
+      std::memcpy(y->data, x->data, size_t(numel(x->shape)) * 4);
+      return Status::ok();
+    }
+    if (kernels::permute_4byte(x->data, y->data, cshape, cperm)) return Status::ok();
   }
   const Shape st = strides_of(x->shape);
   gather_bytes(y->data, x->data, xdtype_size(x->dtype), out, [&](const int64_t* idx) {
@@ -785,13 +819,22 @@ Status Runner::exec(const XNode& n, const ConvParams& p) {
   const int64_t cin = p.groups * p.cin_g, cout = p.groups * p.cout_g;
   HF2PTE_CHECK_OR_RETURN(x->shape[3] == cin, kInvalidArgument, "input [{}] has {} channels; the filter takes {}",
                          fmt::join(x->shape, ", "), x->shape[3], cin);
-  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, Shape{w.n, w.oh, w.ow, cout}));
+  const Shape out_shape{w.n, w.oh, w.ow, cout};
+  const float* residual = nullptr;
+  if (p.residual != kInvalidId) {
+    HF2PTE_ASSIGN_OR_RETURN(XValue * r, input(p.residual));
+    HF2PTE_CHECK_OR_RETURN(r->shape == out_shape, kInvalidArgument, "residual [{}] differs from the conv output [{}]",
+                           fmt::join(r->shape, ", "), fmt::join(out_shape, ", "));
+    residual = static_cast<const float*>(r->data);
+  }
+  HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out_shape));
   const auto* in = static_cast<const float*>(x->data);
   auto* out = static_cast<float*>(y->data);
   if (p.depthwise) {
     kernels::depthwise_conv2d_nhwc_f32(w, cin, p.cout_g, in, p.weights, p.bias_f, n.out_min, n.out_max, out);
   } else {
-    kernels::conv2d_nhwc_f32(w, p.groups, p.cin_g, p.cout_g, in, p.weights, p.bias_f, n.out_min, n.out_max, out);
+    kernels::conv2d_nhwc_f32(w, p.groups, p.cin_g, p.cout_g, in, p.weights, p.bias_f, residual, n.out_min, n.out_max,
+                             out);
   }
   return Status::ok();
 }

@@ -119,7 +119,8 @@ TEST(NhwcKernels, ConvolutionAndMaxPoolMatchPortableKernels) {
                                   a.int_list({0, 0}), a.i(s.groups), out, out};
     rt::KernelContext ctx;
     HF2PTE_EXPECT_OK(kernels::ConvolutionOut(ctx, args));
-    auto want = values_of<float>(*out->tensor);
+    const auto raw = values_of<float>(*out->tensor);
+    auto want = raw;
     if (s.relu) for (auto& v : want) v = std::max(v, 0.0f);
     // Filter [O, Cg, K, K] -> [O, K, K, Cg] (XNNPACK's layout).
     std::vector<float> w_nhwc(w.size());
@@ -131,10 +132,19 @@ TEST(NhwcKernels, ConvolutionAndMaxPoolMatchPortableKernels) {
     std::vector<float> y(want.size());
     const float lo = s.relu ? 0.0f : -std::numeric_limits<float>::infinity();
     conv2d_nhwc_f32(win, s.groups, Cg, s.O / s.groups, to_nhwc(x, s.C, s.H, s.W).data(), w_nhwc.data(),
-                    s.bias ? b.data() : nullptr, lo, std::numeric_limits<float>::infinity(), y.data());
+                    s.bias ? b.data() : nullptr, nullptr, lo, std::numeric_limits<float>::infinity(), y.data());
     const auto got = to_nchw(y, s.O, win.oh, win.ow);
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_NEAR(got[i], want[i], 1e-4) << "conv C " << s.C << " K " << s.K << " stride " << s.stride << " at " << i;
+    }
+    // A residual added in the epilogue (a ResNet block's conv + shortcut), then the clamp.
+    const auto residual = vals(want.size());
+    conv2d_nhwc_f32(win, s.groups, Cg, s.O / s.groups, to_nhwc(x, s.C, s.H, s.W).data(), w_nhwc.data(),
+                    s.bias ? b.data() : nullptr, to_nhwc(residual, s.O, win.oh, win.ow).data(), lo,
+                    std::numeric_limits<float>::infinity(), y.data());
+    const auto summed = to_nchw(y, s.O, win.oh, win.ow);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(summed[i], std::max(raw[i] + residual[i], lo), 1e-4) << "conv + residual, C " << s.C << " at " << i;
     }
 
     // Max pooling with the same window (groups and bias aside).
