@@ -57,11 +57,15 @@ Result<OpProfile> profile_decode(const std::string& pte_path, int prompt_len, in
     });
   }
   HF2PTE_ASSIGN_OR_RETURN(auto program, rt::Program::load(pte_path));
-  HF2PTE_ASSIGN_OR_RETURN(auto method, program->load_method("forward", wrapped));
+  // A speech program (encoder + text_decoder, no forward) profiles its encoder.
+  auto forward = program->load_method("forward", wrapped);
+  if (!forward && forward.status().code() == ErrorCode::kNotFound) forward = program->load_method("encoder", wrapped);
+  HF2PTE_ASSIGN_OR_RETURN(auto method, std::move(forward));
   HF2PTE_ASSIGN_OR_RETURN(auto kv_buffers, rt::bind_zeroed_mutable_buffers(*method));  // unplanned KV caches
   auto meta = method->input_meta(0);
-  if (method->num_inputs() == 1 && meta.sizes.size() == 4 && meta.dtype == ScalarType::kFloat) {
-    // An image program: forward on a zero image of its planned size, once untimed, then `gen` timed runs.
+  if (method->num_inputs() == 1 && (meta.sizes.size() == 4 || meta.sizes.size() == 3) && meta.dtype == ScalarType::kFloat) {
+    // An image program (or a speech encoder): forward on zeros of its planned
+    // size, once untimed, then `gen` timed runs.
     int64_t n = 1;
     for (int64_t d : meta.sizes) n *= d;
     const HostTensor image = HostTensor::from(ScalarType::kFloat, meta.sizes, std::vector<float>(static_cast<size_t>(n)));

@@ -66,6 +66,7 @@ Result<std::vector<int64_t>> parse_id_list(const std::string& s, const char* fla
 struct BenchArgs {
   std::string pte;
   int prompt_len = 128, gen = 64, threads = 0;
+  int encoder_runs = 5;     ///< speech programs: timed encoder runs
   bool huge_pages = false;  ///< --huge-pages (as generate)
 };
 /// `hf2pte bench OUT.pte [--prompt-len 128] [--gen 64] [--threads N] [--huge-pages]`

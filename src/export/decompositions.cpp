@@ -163,7 +163,7 @@ Replacement silu_to_sigmoid_mul(Graph& g, const Node& n) {
   return replaced_by(y);
 }
 
-// sdpa(q, k, v, mask, scale, is_causal) -> softmax(q k^T * scale [masked]) v, with
+// sdpa(q, k, v, mask, scale, is_causal) -> softmax((q * scale) k^T [masked]) v, with
 // GQA by grouping query heads: q [.., Hq, L, D] viewed as [B*Hkv, g*L, D] shares
 // k/v [B*Hkv, S, D]; v may have Dv != D. is_causal adds the top-left tril mask
 // (keep j <= i) as a bool mask; bool masks fill -inf, float masks are added.
@@ -217,8 +217,18 @@ Replacement sdpa_to_math(Graph& g, const Node& n) {
   HF2PTE_ASSIGN_OR_RETURN(ValueId k3, contiguous_view(g, k, {batch, S, ks.back()}, n.name + ".k"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId v3, contiguous_view(g, v, {batch, S, vs.back()}, n.name + ".v"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId kt, g.add(OpId::PermuteCopyOut, {k3, IntList{0, 2, 1}}, n.name + ".kT"));
+  // The scale goes on the smaller operand: q [.., L, D] unless the keys are
+  // statically fewer than the head dim (then the scores [.., L, S]). Whisper
+  // (and HF's eager attention for most models) scales q too; the scores of a
+  // 1500-frame encoder are 18M floats per layer against q's 0.8M.
+  const bool scale_scores = qs.back().is_constant() && S.is_constant() && S.constant_value() < qs.back().constant_value();
+  if (!scale_scores) {
+    HF2PTE_ASSIGN_OR_RETURN(q3, g.add(OpId::MulScalarOut, {q3, scale}, n.name + ".q_scaled"));
+  }
   HF2PTE_ASSIGN_OR_RETURN(ValueId scores, g.add(OpId::BmmOut, {q3, kt}, n.name + ".qk"));
-  HF2PTE_ASSIGN_OR_RETURN(scores, g.add(OpId::MulScalarOut, {scores, scale}, n.name + ".scores"));
+  if (scale_scores) {
+    HF2PTE_ASSIGN_OR_RETURN(scores, g.add(OpId::MulScalarOut, {scores, scale}, n.name + ".scores"));
+  }
   if (mask) {
     // Scores as [lead, Hkv, group, L, S]; the mask (right-aligned to [lead.., Hq, L, S])
     // as [lead|1, Hkv|1, group|1, L|1, S|1]: a full head dim splits into (Hkv, group).

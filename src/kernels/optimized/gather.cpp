@@ -117,4 +117,47 @@ Status clamp_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   return Status::ok();
 }
 
+// [self, dim, keepdim, dtype, out, ret]
+Status mean_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  if (args.size() != 6 || !args[0]->is_tensor() || !args[4]->is_tensor() || !args[2]->is_bool() || !args[3]->is_none()) {
+    return kernels::MeanOut(ctx, args);
+  }
+  const rt::Tensor& self = *args[0]->tensor;
+  rt::Tensor& out = *args[4]->tensor;
+  const int rank = self.dim();
+  std::vector<int64_t> dims;
+  bool none = false;
+  if (rank == 0 || !rt::arg_int_list(args[1], "dim", &dims, true, &none) || none || dims.size() != 1 ||
+      (dims[0] != rank - 1 && dims[0] != -1) || self.dtype() != ScalarType::kFloat || out.dtype() != ScalarType::kFloat ||
+      !self.is_contiguous() || self.raw_data() == nullptr) {
+    return kernels::MeanOut(ctx, args);
+  }
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  const int64_t n = shape.back();
+  if (args[2]->i != 0) {  // keepdim
+    shape.back() = 1;
+  } else {
+    shape.pop_back();
+  }
+  if (n == 0 || !out.resize(shape) || !out.is_contiguous()) return kernels::MeanOut(ctx, args);
+  const float* x = self.data<float>();
+  float* y = out.data<float>();
+  const int64_t rows = self.numel() / n;
+  parallel_for(rows, rows * n >= (1 << 15) ? 1 : rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* row = x + r * n;
+      double acc[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        for (int j = 0; j < 8; ++j) acc[j] += double(row[i + j]);
+      }
+      for (; i < n; ++i) acc[0] += double(row[i]);
+      const double sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+      y[r] = float(sum / double(n));
+    }
+  });
+  if (args[5] != args[4]) *args[5] = *args[4];
+  return Status::ok();
+}
+
 }  // namespace hf2pte::kernels

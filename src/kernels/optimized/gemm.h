@@ -51,6 +51,9 @@ bool permute_4byte(const void* src, void* dst, std::span<const int64_t> in_shape
 /// y = sigmoid(x) elementwise (SIMD exp), large n across the pool.
 void sigmoid_f32(const float* x, float* y, int64_t n);
 
+/// y = gelu(x) = 0.5 x (1 + erf(x / sqrt(2))) elementwise (SIMD erf), large n across the pool.
+void gelu_f32(const float* x, float* y, int64_t n);
+
 /// Softmax over the last dim of `rows` contiguous rows of `n` floats, rows across the pool.
 void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t n);
 

@@ -1,8 +1,9 @@
 // mul.Scalar_out for contiguous float32 (the attention's score scaling and
-// the embedding scale): one vectorizable loop. Same arithmetic as the
+// the embedding scale): one vectorizable loop, large tensors across the pool. Same arithmetic as the
 // portable kernel (the scalar rounded to float once, then float products);
 // anything else is the portable kernel's.
 #include "kernels/optimized/optimized_ops.h"
+#include "kernels/optimized/thread_pool.h"
 #include "kernels/portable/kernels.h"
 
 namespace hf2pte::kernels {
@@ -35,11 +36,13 @@ Status mul_scalar_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   const float* x = self.data<float>();
   float* y = out.data<float>();
   const int64_t n = self.numel();
-  if (x == y) {
-    for (int64_t i = 0; i < n; ++i) y[i] *= s;
-  } else {
-    scale_distinct(x, y, n, s);
-  }
+  parallel_for(n, 1 << 15, [&](int64_t b, int64_t e) {
+    if (x == y) {
+      for (int64_t i = b; i < e; ++i) y[i] *= s;
+    } else {
+      scale_distinct(x + b, y + b, e - b, s);
+    }
+  });
   if (args[3] != args[2]) *args[3] = *args[2];
   return Status::ok();
 }

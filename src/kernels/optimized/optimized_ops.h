@@ -49,6 +49,9 @@ Status convolution_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 Status index_select_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 /// aten::clamp.out on contiguous f32 (one min/max pass, threaded).
 Status clamp_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+/// aten::mean.out over the last dim of contiguous f32 (LayerNorm / RMSNorm
+/// statistics): rows across the pool, each summed in double as the portable kernel does.
+Status mean_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 /// aten::exp.out / aten::erf.out on contiguous f32 (float math, threaded).
 Status erf_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 Status exp_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);

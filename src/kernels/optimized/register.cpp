@@ -32,6 +32,7 @@ constexpr std::array kOptimizedKernels{
     OptimizedKernel{OpId::ErfOut, erf_out},
     OptimizedKernel{OpId::ConvolutionOut, convolution_out},
     OptimizedKernel{OpId::ClampOut, clamp_out},
+    OptimizedKernel{OpId::MeanOut, mean_out},
 };
 
 }  // namespace

@@ -39,6 +39,12 @@ void sigmoid_f32(const float* x, float* y, int64_t n) {
   parallel_for(n, n >= 4 * kBlock ? kBlock : n, [&](int64_t i0, int64_t i1) { k.sigmoid_row(x + i0, y + i0, i1 - i0); });
 }
 
+void gelu_f32(const float* x, float* y, int64_t n) {
+  const SimdKernels& k = simd();
+  constexpr int64_t kBlock = 4096;
+  parallel_for(n, n >= 4 * kBlock ? kBlock : n, [&](int64_t i0, int64_t i1) { k.gelu_row(x + i0, y + i0, i1 - i0); });
+}
+
 void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t n) {
   const SimdKernels& k = simd();
   parallel_for(rows, rows * n >= 16384 ? 1 : rows, [&](int64_t r0, int64_t r1) {

@@ -157,6 +157,55 @@ void fold_dynamic_quant_into_fc(const Graph& g, const std::vector<Node>& nodes, 
   }
 }
 
+/// The exact GELU as the builders spell it, mul(mul.Scalar(x, 0.5),
+/// add.Scalar(erf(mul.Scalar(x, 1/sqrt(2))), 1)), every intermediate used
+/// once, x fp32: one Gelu node (upstream's partitioner takes aten.gelu the
+/// same way) in place of five kernel calls and their four temporaries.
+void fold_erf_gelu(const Graph& g, const std::vector<Node>& nodes, std::vector<std::optional<Plan>>& plans,
+                   const std::unordered_map<ValueId, int>& uses) {
+  std::unordered_map<ValueId, size_t> producer;
+  for (size_t i = 0; i < nodes.size(); ++i) for (auto o : nodes[i].outputs) producer[o] = i;
+  auto once = [&](ValueId v) { auto it = uses.find(v); return it != uses.end() && it->second == 1; };
+  auto scalar = [](const Arg& a) -> std::optional<double> {
+    if (const auto* d = std::get_if<double>(&a)) return *d;
+    if (const auto* i = std::get_if<int64_t>(&a)) return double(*i);
+    return std::nullopt;
+  };
+  // The node producing `v` when it is `op` with a single use, else nullopt.
+  auto single_use = [&](ValueId v, OpId op) -> std::optional<size_t> {
+    auto it = producer.find(v);
+    if (it == producer.end() || nodes[it->second].op != op || !once(v)) return std::nullopt;
+    return it->second;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!plans[i] || plans[i]->kind != K::XNNMultiply || plans[i]->folded) continue;
+    for (int swap = 0; swap < 2; ++swap) {
+      auto h = single_use(plans[i]->operands[swap], OpId::MulScalarOut);
+      auto e1 = single_use(plans[i]->operands[1 - swap], OpId::AddScalarOut);
+      if (!h || !e1 || scalar(nodes[*h].args[1]) != std::optional<double>(0.5)) continue;
+      const auto& add = nodes[*e1].args;
+      if (scalar(add[1]) != std::optional<double>(1.0) || (add.size() > 2 && scalar(add[2]) != std::optional<double>(1.0))) continue;
+      auto e = single_use(std::get<ValueId>(add[0]), OpId::ErfOut);
+      if (!e) continue;
+      auto t = single_use(std::get<ValueId>(nodes[*e].args[0]), OpId::MulScalarOut);
+      if (!t) continue;
+      const auto c = scalar(nodes[*t].args[1]);
+      const ValueId x = std::get<ValueId>(nodes[*t].args[0]);
+      if (!c || std::abs(*c - M_SQRT1_2) > 1e-7 || std::get<ValueId>(nodes[*h].args[0]) != x ||
+          g.type(x).dtype != ScalarType::kFloat || g.value(x).role == graph::ValueRole::kConstant) {
+        continue;
+      }
+      for (size_t k : {*h, *e1, *e, *t}) {
+        plans[k] = Plan{};
+        plans[k]->folded = true;
+      }
+      plans[i]->kind = K::XNNGelu;
+      plans[i]->operands = {x};
+      break;
+    }
+  }
+}
+
 /// clamp(y) where y comes from a claimed Conv2d / Add / MaxPooling2d and has
 /// no other use, every node between them claimed (one run): the bounds become
 /// the producer's output_min_max (upstream fuses relu the same way) and the
@@ -830,6 +879,7 @@ Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& o
   for (size_t i = 0; i < nodes.size(); ++i) plans[i] = claimer.claim(nodes[i]);
   fold_transposes_into_bmm(nodes, plans, uses, last_use);
   fold_dynamic_quant_into_fc(g, nodes, plans, uses, last_use);
+  fold_erf_gelu(g, nodes, plans, uses);
   fuse_clamps(nodes, plans, uses);
 
   std::vector<Node> rewritten;

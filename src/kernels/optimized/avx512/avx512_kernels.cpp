@@ -294,10 +294,35 @@ void sigmoid_row(const float* x, float* y, int64_t n) {
   }
 }
 
+// GELU through erf(z) = 1 - t (a1 + t (a2 + ... + t a5)) exp(-z^2), t = 1 / (1 + p |z|)
+// (Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7), odd in z; NaN stays NaN.
+void gelu_row(const float* x, float* y, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512 z = _mm512_abs_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
+    const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(z, _mm512_set1_ps(0.3275911f), one));
+    __m512 p = _mm512_set1_ps(1.061405429f);
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+    p = _mm512_mul_ps(p, t);
+    const __m512 e = exp_nonpos(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(z, z)));
+    __m512 erf_abs = _mm512_fnmadd_ps(p, e, one);  // erf(|z|)
+    const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512 erf_z = _mm512_mask_sub_ps(erf_abs, neg, _mm512_setzero_ps(), erf_abs);
+    __m512 r = _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, erf_z));
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+    _mm512_mask_storeu_ps(y + i, m, r);
+  }
+}
+
 }  // namespace
 
 const SimdKernels kKernels{"avx512",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
-                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row};
+                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row};
 }  // namespace avx512
 
 }  // namespace hf2pte::kernels
