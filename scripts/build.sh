@@ -5,6 +5,10 @@
 # Other arguments go to the cmake configure step (e.g. -DHF2PTE_WERROR=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache hits whatever folder the checkout is in: paths under the checkout's
+# parent are hashed relative to the build dir, and the working dir is not hashed.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$PWD")}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 targets=()
 configure=()
 while [ $# -gt 0 ]; do

@@ -4,6 +4,10 @@
 # each fuzz target for FUZZ_SECONDS (default 20) on seed corpora from tests/data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache hits whatever folder the checkout is in: paths under the checkout's
+# parent are hashed relative to the build dir, and the working dir is not hashed.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$PWD")}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
   -DHF2PTE_SANITIZE=ON -DHF2PTE_FUZZ=ON >/dev/null
