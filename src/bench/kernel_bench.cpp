@@ -8,7 +8,7 @@
 //    runs: one sequential row per output), gemm_f32 on [K,N] (row chunks on the
 //    pool; portable mm), our [K,N] AVX-512 GEMV on the pool, OpenBLAS sgemm
 //    (M = 1) and sgemv on its threads, in GB/s of weights;
-//  - the streaming read bandwidth of the pool (a plain sum over 512 MiB), and
+//  - the streaming read bandwidth of the pool (a SIMD sum over 512 MiB), and
 //    the quantized-filter kernels (qgemm.h) at the same shapes: decode GEMV in
 //    GB/s of packed weight bytes (and its share of that bandwidth), prefill
 //    GEMM (M = 512) in GOP/s, for int8 / int4 / int4 group-32 filters with
@@ -49,24 +49,19 @@ double best_seconds(int reps, const std::function<void()>& fn) {
 
 std::vector<float> filled(size_t n, float v) { return std::vector<float>(n, v); }
 
-/// GB/s of a plain sum of 512 MiB on the pool: the machine's streaming read limit.
+/// GB/s of a streaming sum of 512 MiB on the pool (the kernel table's widest
+/// loads, as hf2pte bench's probe): the machine's streaming read limit.
 double read_bandwidth() {
   using namespace hf2pte::kernels;
-  const size_t words = (size_t(512) << 20) / 8;
-  std::vector<uint64_t> buf(words, 1);
-  std::vector<uint64_t> partial(64, 0);
+  const size_t floats = (size_t(512) << 20) / 4;
+  std::vector<float> buf(floats, 1.0f);
+  std::vector<float> partial(64, 0.0f);
   double s = best_seconds(5, [&] {
-    parallel_for(int64_t(words), 1 << 16, [&](int64_t b, int64_t e) {
-      uint64_t a[8] = {};
-      int64_t i = b;
-      for (; i + 8 <= e; i += 8) {
-        for (int j = 0; j < 8; ++j) a[j] += buf[size_t(i + j)];
-      }
-      for (; i < e; ++i) a[0] += buf[size_t(i)];
-      partial[size_t(b >> 16) % 64] = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+    parallel_for(int64_t(floats), 1 << 16, [&](int64_t b, int64_t e) {
+      partial[size_t(b >> 16) % 64] = simd().sum_row(buf.data() + b, e - b);
     });
   });
-  return double(words) * 8 / s / 1e9;
+  return double(floats) * 4 / s / 1e9;
 }
 
 /// Random-ish packed filter of `kind` for [n, k].
@@ -87,7 +82,7 @@ hf2pte::kernels::QFilter bench_filter(hf2pte::kernels::QFilterKind kind, int64_t
 void bench_quantized(int threads) {
   using namespace hf2pte::kernels;
   const double bw = read_bandwidth();
-  std::printf("\nstreaming read (plain sum of 512 MiB, %d threads): %.1f GB/s; quantized kernels on %s\n", threads, bw,
+  std::printf("\nstreaming read (SIMD sum of 512 MiB, %d threads): %.1f GB/s; quantized kernels on %s\n", threads, bw,
               qgemm_isa());
   struct QShape {
     const char* what;
