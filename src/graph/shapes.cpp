@@ -566,6 +566,16 @@ Outs Expand(const Graph& g, const Args& a) {
   return outs;
 }
 
+/// A window's output size over one dim, (in + 2p - d(k-1) - 1) // s + 1, with
+/// one constant offset (in + (2p - span)) when the window is static, so two
+/// windows that shrink a symbolic size alike give the same expression.
+SymInt window_output(const SymInt& in, const SymInt& kernel, const SymInt& stride, const SymInt& pad, const SymInt& dilation) {
+  const SymInt span = dilation * (kernel - SymInt(1)) + SymInt(1);
+  const SymInt grown = span.is_constant() && pad.is_constant() ? in + SymInt(2 * pad.constant_value() - span.constant_value())
+                                                               : in + pad * SymInt(2) - span;
+  return floordiv(grown, stride) + SymInt(1);
+}
+
 // out[n, o, h, w] over 2-D spatial dims: (H + 2p - d(k-1) - 1) // s + 1
 Outs ConvolutionOut(const Graph& g, const Args& a) {
   HF2PTE_ASSIGN_OR_RETURN(auto x, tensor_arg(g, a, 0, "input"));
@@ -580,15 +590,7 @@ Outs ConvolutionOut(const Graph& g, const Args& a) {
                       shape_str(x->sizes), shape_str(w->sizes));
   }
   std::vector<SymInt> sizes{x->sizes[0], w->sizes[0]};
-  for (size_t i = 0; i < 2; ++i) {
-    SymInt span = dilation[i] * (w->sizes[i + 2] - SymInt(1)) + SymInt(1);
-    // One constant offset (x + (2p - span)) when the window is static, so two
-    // convolutions that shrink a symbolic size alike give the same expression.
-    SymInt grown = span.is_constant() && padding[i].is_constant()
-                       ? x->sizes[i + 2] + SymInt(2 * padding[i].constant_value() - span.constant_value())
-                       : x->sizes[i + 2] + padding[i] * SymInt(2) - span;
-    sizes.push_back(floordiv(grown, stride[i]) + SymInt(1));
-  }
+  for (size_t i = 0; i < 2; ++i) sizes.push_back(window_output(x->sizes[i + 2], w->sizes[i + 2], stride[i], padding[i], dilation[i]));
   return one(like(*x, std::move(sizes), x->dtype));
 }
 
@@ -609,11 +611,8 @@ Outs MaxPool2dWithIndicesOut(const Graph& g, const Args& a) {
   auto pick = [](const IntList& l, size_t i, SymInt dflt) { return l.empty() ? dflt : l[l.size() == 1 ? 0 : i]; };
   auto sizes = x->sizes;
   for (size_t i = 0; i < 2; ++i) {
-    SymInt k = pick(kernel, i, 1), s = pick(stride, i, k), p = pick(padding, i, 0), d = pick(dilation, i, 1);
-    SymInt span = d * (k - SymInt(1)) + SymInt(1);
-    SymInt grown = span.is_constant() && p.is_constant() ? x->sizes[i + 2] + SymInt(2 * p.constant_value() - span.constant_value())
-                                                         : x->sizes[i + 2] + p * SymInt(2) - span;
-    sizes[i + 2] = floordiv(grown, s) + SymInt(1);
+    const SymInt k = pick(kernel, i, 1);
+    sizes[i + 2] = window_output(x->sizes[i + 2], k, pick(stride, i, k), pick(padding, i, 0), pick(dilation, i, 1));
   }
   return std::vector<OutputType>{like(*x, sizes, x->dtype), like(*x, sizes, ScalarType::kLong)};
 }

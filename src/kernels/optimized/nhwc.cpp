@@ -29,6 +29,21 @@ void clamp_range(float* y, int64_t count, float lo, float hi) {
   for (int64_t i = 0; i < count; ++i) y[i] = std::min(std::max(y[i], lo), hi);
 }
 
+/// fn(t, pixel) for every in-bounds tap of output pixel p (flat over n, oh,
+/// ow): t = i * kernel_w + j, pixel = the input pixel's flat index.
+template <typename F>
+inline void for_each_tap(const Window2d& w, int64_t p, F&& fn) {
+  const int64_t ox = p % w.ow, oy = (p / w.ow) % w.oh, n = p / (w.ow * w.oh);
+  for (int64_t i = 0; i < w.kernel_h; ++i) {
+    const int64_t iy = oy * w.stride_h - w.pad_top + i * w.dilation_h;
+    if (iy < 0 || iy >= w.ih) continue;
+    for (int64_t j = 0; j < w.kernel_w; ++j) {
+      const int64_t ix = ox * w.stride_w - w.pad_left + j * w.dilation_w;
+      if (ix >= 0 && ix < w.iw) fn(i * w.kernel_w + j, (n * w.ih + iy) * w.iw + ix);
+    }
+  }
+}
+
 /// Rows [p0, p1) of the patch matrix of channels [c0, c0 + cg) of an input
 /// with `ctot` channels: row (p - p0) = [kernel_h][kernel_w][cg], 0 for
 /// padding. On the calling thread.
@@ -166,24 +181,17 @@ void depthwise_conv2d_nhwc_f32(const Window2d& win, int64_t c_in, int64_t multip
   const int64_t pixels = win.n * win.oh * win.ow, c = c_in * multiplier;
   parallel_for(pixels, 8, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
-      const int64_t ox = p % win.ow, oy = (p / win.ow) % win.oh, n = p / (win.ow * win.oh);
       float* out = y + p * c;
       for (int64_t k = 0; k < c; ++k) out[k] = bias == nullptr ? 0.0f : bias[k];
-      for (int64_t i = 0; i < win.kernel_h; ++i) {
-        const int64_t iy = oy * win.stride_h - win.pad_top + i * win.dilation_h;
-        if (iy < 0 || iy >= win.ih) continue;
-        for (int64_t j = 0; j < win.kernel_w; ++j) {
-          const int64_t ix = ox * win.stride_w - win.pad_left + j * win.dilation_w;
-          if (ix < 0 || ix >= win.iw) continue;
-          const float* in = x + ((n * win.ih + iy) * win.iw + ix) * c_in;
-          const float* tap = w + (i * win.kernel_w + j) * c;
-          if (multiplier == 1) {
-            for (int64_t k = 0; k < c; ++k) out[k] += in[k] * tap[k];
-          } else {
-            for (int64_t k = 0; k < c; ++k) out[k] += in[k / multiplier] * tap[k];
-          }
+      for_each_tap(win, p, [&](int64_t t, int64_t pixel) {
+        const float* in = x + pixel * c_in;
+        const float* tap = w + t * c;
+        if (multiplier == 1) {
+          for (int64_t k = 0; k < c; ++k) out[k] += in[k] * tap[k];
+        } else {
+          for (int64_t k = 0; k < c; ++k) out[k] += in[k / multiplier] * tap[k];
         }
-      }
+      });
       if (clamps(lo, hi)) clamp_range(out, c, lo, hi);
     }
   });
@@ -193,19 +201,12 @@ void max_pool2d_nhwc_f32(const Window2d& win, int64_t c, const float* x, float l
   const int64_t pixels = win.n * win.oh * win.ow;
   parallel_for(pixels, 16, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
-      const int64_t ox = p % win.ow, oy = (p / win.ow) % win.oh, n = p / (win.ow * win.oh);
       float* out = y + p * c;
       std::fill(out, out + c, -std::numeric_limits<float>::infinity());
-      for (int64_t i = 0; i < win.kernel_h; ++i) {
-        const int64_t iy = oy * win.stride_h - win.pad_top + i * win.dilation_h;
-        if (iy < 0 || iy >= win.ih) continue;
-        for (int64_t j = 0; j < win.kernel_w; ++j) {
-          const int64_t ix = ox * win.stride_w - win.pad_left + j * win.dilation_w;
-          if (ix < 0 || ix >= win.iw) continue;
-          const float* in = x + ((n * win.ih + iy) * win.iw + ix) * c;
-          for (int64_t k = 0; k < c; ++k) out[k] = std::max(out[k], in[k]);
-        }
-      }
+      for_each_tap(win, p, [&](int64_t, int64_t pixel) {
+        const float* in = x + pixel * c;
+        for (int64_t k = 0; k < c; ++k) out[k] = std::max(out[k], in[k]);
+      });
       if (clamps(lo, hi)) clamp_range(out, c, lo, hi);
     }
   });

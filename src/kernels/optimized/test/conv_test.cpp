@@ -15,22 +15,24 @@
 namespace hf2pte::kernels::testing {
 namespace {
 
+/// The shapes ResNet and ViT use and the corners; `relu` clamps the NHWC kernel's output.
+struct Shape {
+  int64_t C, H, W, O, K, stride, pad, dil, groups;
+  bool bias, relu;
+};
+constexpr Shape kShapes[] = {
+    {3, 17, 15, 8, 7, 2, 3, 1, 1, true, true},    // a ResNet stem
+    {8, 9, 9, 8, 3, 1, 1, 1, 1, false, true},     // 3x3 same
+    {8, 9, 9, 16, 1, 1, 0, 1, 1, true, false},    // 1x1: direct GEMM, the input read in place
+    {8, 9, 9, 16, 1, 2, 0, 1, 1, false, false},   // 1x1 stride 2 (a shortcut)
+    {6, 10, 11, 4, 3, 2, 2, 2, 2, true, true},    // dilation and groups
+    {3, 32, 32, 12, 8, 8, 0, 1, 1, true, false},  // a ViT patch embedding
+};
+
 TEST(OptimizedConvolution, MatchesPortableKernel) {
   std::mt19937 gen(11);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  struct Shape {
-    int64_t C, H, W, O, K, stride, pad, dil, groups;
-    bool bias;
-  };
-  const Shape shapes[] = {
-      {3, 17, 15, 8, 7, 2, 3, 1, 1, true},  // a ResNet stem
-      {8, 9, 9, 8, 3, 1, 1, 1, 1, false},   // 3x3 same
-      {8, 9, 9, 16, 1, 1, 0, 1, 1, true},   // 1x1 direct GEMM
-      {8, 9, 9, 16, 1, 2, 0, 1, 1, false},  // 1x1 stride 2 (a shortcut)
-      {6, 10, 11, 4, 3, 2, 2, 2, 2, true},  // dilation and groups
-      {3, 32, 32, 12, 8, 8, 0, 1, 1, true}, // a ViT patch embedding
-  };
-  for (const Shape& s : shapes) {
+  for (const Shape& s : kShapes) {
     ArgArena a;
     auto vals = [&](size_t n) {
       std::vector<float> v(n);
@@ -81,19 +83,7 @@ std::vector<float> to_nchw(const std::vector<float>& y, int64_t C, int64_t H, in
 TEST(NhwcKernels, ConvolutionAndMaxPoolMatchPortableKernels) {
   std::mt19937 gen(12);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  struct Shape {
-    int64_t C, H, W, O, K, stride, pad, dil, groups;
-    bool bias, relu;
-  };
-  const Shape shapes[] = {
-      {3, 17, 15, 8, 7, 2, 3, 1, 1, true, true},    // a ResNet stem
-      {8, 9, 9, 8, 3, 1, 1, 1, 1, false, true},     // 3x3 same
-      {8, 9, 9, 16, 1, 1, 0, 1, 1, true, false},    // 1x1: the input read in place
-      {8, 9, 9, 16, 1, 2, 0, 1, 1, false, false},   // 1x1 stride 2 (a shortcut)
-      {6, 10, 11, 4, 3, 2, 2, 2, 2, true, true},    // dilation and groups
-      {3, 32, 32, 12, 8, 8, 0, 1, 1, true, false},  // a ViT patch embedding
-  };
-  for (const Shape& s : shapes) {
+  for (const Shape& s : kShapes) {
     ArgArena a;
     auto vals = [&](size_t n) {
       std::vector<float> v(n);
