@@ -352,12 +352,21 @@ void run_dq_rows(const TileArgs& t, int64_t m0, int64_t mr, int64_t p0) {
 void dynamic_panels(const QFilter& w, const QActs& a, const float* bias, float* y, int64_t p0, int64_t p1) {
   const TileArgs t{w, a, bias, y};
   if (a.m == 1) {
-    for (int64_t p = p0; p < p1; ++p) {
+    auto one = [&](int64_t p) {
       switch (w.kind) {
         case QFilterKind::kInt8: gemv_dq_int8(t, p); break;
         case QFilterKind::kInt4: gemv_dq_int4(t, p); break;
         case QFilterKind::kInt4Block: gemv_dq_int4_block(t, p); break;
       }
+    };
+    // Two panel streams at once (the two halves of the range, alternately):
+    // more misses in flight than one sequential stream. Measured with
+    // hf2pte_kernel_bench --quantized (Intel Xeon, 2 threads): 8da4w 23 -> 24.5
+    // GB/s, 8da8w 26 -> 27.5; four streams were no better than one.
+    const int64_t half = (p1 - p0 + 1) / 2;
+    for (int64_t i = 0; i < half; ++i) {
+      one(p0 + i);
+      if (p0 + half + i < p1) one(p0 + half + i);
     }
     return;
   }
