@@ -482,6 +482,36 @@ TEST(Cli, TranscribeAndPreprocessAudio) {
   EXPECT_EQ(j["prompt_ids"], nlohmann::json::array({380}));  // decoder_start_token_id
   EXPECT_EQ(j["ids"].size(), 8u);
   EXPECT_GT(j["encoder_ms"].get<double>(), 0.0);
+  // A multilingual generation config: --language and --task build transformers'
+  // prompt (start, language, task, <|notimestamps|>); --task alone detects the
+  // language from the first step; unknown names and English-only models are one line.
+  {
+    auto gen = nlohmann::json::parse(std::ifstream(whisper + "/generation_config.json"));
+    gen["lang_to_id"] = {{"<|en|>", 370}, {"<|de|>", 371}};
+    gen["task_to_id"] = {{"transcribe", 375}, {"translate", 376}};
+    gen["no_timestamps_token_id"] = 377;
+    gen["is_multilingual"] = true;
+    fs::create_directories(dir + "/multi");
+    for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(whisper + "/" + f, dir + "/multi/" + f);
+    fs::copy_file(logmel + "/preprocessor_config.json", dir + "/multi/preprocessor_config.json");
+    std::ofstream(dir + "/multi/generation_config.json") << gen.dump();
+  }
+  ASSERT_EQ(run_cli("export " + dir + "/multi -o " + dir + "/m.pte --quiet", dir).exit_code, 0);
+  const std::string audio = " --audio " + logmel + "/audio.wav --max-new-tokens 2 --json";
+  r = run_cli("transcribe " + dir + "/m.pte --language de --task translate" + audio, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["prompt_ids"], nlohmann::json::array({380, 371, 376, 377}));
+  r = run_cli("transcribe " + dir + "/m.pte --language '<|en|>'" + audio, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["prompt_ids"], nlohmann::json::array({380, 370, 375, 377}));
+  r = run_cli("transcribe " + dir + "/m.pte --task transcribe" + audio, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto detected = nlohmann::json::parse(r.out)["prompt_ids"];
+  ASSERT_EQ(detected.size(), 4u);
+  EXPECT_TRUE(detected[1] == 370 || detected[1] == 371) << detected;
+  expect_one_line_error(run_cli("transcribe " + dir + "/m.pte --language fr" + audio, dir), "<|de|>, <|en|>");
+  expect_one_line_error(run_cli("transcribe " + dir + "/m.pte --task summarize" + audio, dir), "transcribe, translate");
+  expect_one_line_error(run_cli("transcribe " + dir + "/w.pte --language en" + audio, dir), "multilingual");
   // The features are the fixture's 32-frame log-mel of the clip.
   r = run_cli("preprocess --audio " + logmel + "/audio.wav --processor " + dir + "/w.pte -o " + dir + "/f.npy", dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -109,11 +109,13 @@ int run_preprocess(const PreprocessArgs& a);
 
 struct TranscribeArgs {
   std::string pte, audio, tokenizer;
+  std::string language, task;  ///< multilingual Whisper: "en" / "<|en|>", "transcribe" / "translate"; "" = as stored
   int64_t max_new_tokens = 0;  ///< 0: up to the decoder's length
   int threads = 0;
   bool json = false;
 };
-/// `hf2pte transcribe M.pte --audio F.wav [--max-new-tokens N] [--tokenizer DIR] [--json]`
+/// `hf2pte transcribe M.pte --audio F.wav [--language L] [--task transcribe|translate] [--max-new-tokens N]
+/// [--tokenizer DIR] [--json]`
 CLI::App* add_transcribe_command(CLI::App& app, TranscribeArgs& a);
 int run_transcribe(const TranscribeArgs& a);
 

@@ -1,12 +1,17 @@
 // hf2pte transcribe: a WAV file through the program's feature-extractor
 // settings to log-mel features, the encoder once, then greedy decoding from
 // the forced start tokens (generation_config.json: decoder_start_token_id,
-// forced_decoder_ids, else <|notimestamps|> when it has one), streaming the
-// text; encoder ms and decode tokens/s on stderr.
+// forced_decoder_ids, else <|notimestamps|> when it has one; with --language /
+// --task on a multilingual model, as transformers' Whisper generate builds
+// it: start, language, task, <|notimestamps|>, the language detected from the
+// first step when only --task is given), streaming the text; encoder ms and
+// decode tokens/s on stderr.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -49,6 +54,32 @@ std::vector<int64_t> forced_prompt(int64_t start, const nlohmann::json& gen) {
   return prompt;
 }
 
+/// A generation-config map {token: id} (lang_to_id, task_to_id), or an error
+/// saying the model has none (English-only checkpoints).
+Result<std::map<std::string, int64_t>> token_map(const nlohmann::json& gen, const char* field, const char* flag,
+                                                 const std::string& where) {
+  auto it = gen.find(field);
+  HF2PTE_CHECK_OR_RETURN(it != gen.end() && it->is_object() && !it->empty(), kInvalidArgument,
+                         "{} needs a multilingual Whisper: the program's generation config has no {} ({})", flag, field,
+                         where);
+  std::map<std::string, int64_t> m;
+  for (const auto& [k, v] : it->items()) {
+    if (v.is_number_integer()) m[k] = v.get<int64_t>();
+  }
+  return m;
+}
+
+/// The id of `want` in `m`, also as "<|want|>"; else an error listing the choices.
+Result<int64_t> pick_token(const std::map<std::string, int64_t>& m, const std::string& want, const char* flag,
+                           const std::string& where) {
+  for (const std::string& key : {want, "<|" + want + "|>"}) {
+    if (auto it = m.find(key); it != m.end()) return it->second;
+  }
+  std::string names;
+  for (const auto& [k, v] : m) names += (names.empty() ? "" : ", ") + k;
+  return make_error(ErrorCode::kInvalidArgument, "{} '{}' is not one of the model's: {} ({})", flag, want, names, where);
+}
+
 }  // namespace
 
 Result<pre::FeatureExtractorConfig> feature_extractor_for(const std::string& path, const rt::Program* program) {
@@ -68,6 +99,9 @@ CLI::App* add_transcribe_command(CLI::App& app, TranscribeArgs& a) {
   auto* c = app.add_subcommand("transcribe", "speech to text with a Whisper program");
   c->add_option("pte", a.pte, ".pte file (Whisper)")->required();
   c->add_option("--audio", a.audio, "16 kHz WAV file (PCM int16 or float32)")->required();
+  c->add_option("--language", a.language, "spoken language of a multilingual model (a code such as en, or <|en|>; default: "
+                                           "as the stored generation config forces, or detected with --task)");
+  c->add_option("--task", a.task, "transcribe or translate (multilingual models; default: as stored)");
   c->add_option("--max-new-tokens", a.max_new_tokens, "tokens to generate at most (default: up to the decoder's length)");
   c->add_option("--tokenizer", a.tokenizer, "tokenizer folder (default: the one embedded in the program; none: print ids)");
   c->add_option("--threads", a.threads, "kernel threads (default: all cores)");
@@ -122,7 +156,23 @@ int run_transcribe(const TranscribeArgs& a) {
   const auto t1 = std::chrono::steady_clock::now();
 
   std::vector<int64_t> prompt = forced_prompt(*start, *gen_config);
-  const int64_t budget = std::min<int64_t>(a.max_new_tokens > 0 ? a.max_new_tokens : *max_len, *max_len - int64_t(prompt.size()));
+  std::optional<int64_t> lang_id, task_id;
+  std::map<std::string, int64_t> langs;
+  if (!a.language.empty() || !a.task.empty()) {
+    auto l = token_map(*gen_config, "lang_to_id", a.language.empty() ? "--task" : "--language", a.pte);
+    auto t = token_map(*gen_config, "task_to_id", a.task.empty() ? "--language" : "--task", a.pte);
+    if (!l) return fail(l.status());
+    if (!t) return fail(t.status());
+    langs = *l;
+    if (!a.language.empty()) {
+      auto id = pick_token(langs, a.language, "--language", a.pte);
+      if (!id) return fail(id.status());
+      lang_id = *id;
+    }
+    auto id = pick_token(*t, a.task.empty() ? "transcribe" : a.task, "--task", a.pte);
+    if (!id) return fail(id.status());
+    task_id = *id;
+  }
   std::vector<int64_t> out_ids;
   std::string text;
   auto step = [&](const std::vector<int64_t>& ids, int64_t pos) -> Result<int64_t> {
@@ -138,6 +188,33 @@ int run_transcribe(const TranscribeArgs& a) {
     const float* last = logits.data<float>() + (n - 1) * V;
     return int64_t(std::max_element(last, last + V) - last);
   };
+  if (task_id) {
+    // transformers' order: start, language (given, or the likeliest language
+    // token after the start token), task, <|notimestamps|>.
+    if (!lang_id) {
+      auto detected = [&]() -> Result<int64_t> {
+        HF2PTE_RETURN_IF_ERROR((*decoder)->set_input(0, HostTensor::from(ScalarType::kLong, {1, 1}, std::vector<int64_t>{*start})));
+        HF2PTE_RETURN_IF_ERROR((*decoder)->set_input(1, *states));
+        HF2PTE_RETURN_IF_ERROR((*decoder)->set_input(2, HostTensor::from(ScalarType::kLong, {1}, std::vector<int64_t>{0})));
+        HF2PTE_RETURN_IF_ERROR((*decoder)->execute());
+        HF2PTE_ASSIGN_OR_RETURN(HostTensor logits, (*decoder)->output_tensor(0));
+        const int64_t V = logits.sizes.back();
+        int64_t best = -1;
+        for (const auto& [name, id] : langs) {
+          if (id >= 0 && id < V && (best < 0 || logits.data<float>()[id] > logits.data<float>()[best])) best = id;
+        }
+        HF2PTE_CHECK_OR_RETURN(best >= 0, kInvalidProgram, "lang_to_id names no token of the {}-token vocabulary ({})", V, a.pte);
+        return best;
+      }();
+      if (!detected) return fail(detected.status());
+      lang_id = *detected;
+    }
+    prompt = {*start, *lang_id, *task_id};
+    if (auto nt = gen_config->find("no_timestamps_token_id"); nt != gen_config->end() && nt->is_number_integer()) {
+      prompt.push_back(nt->get<int64_t>());
+    }
+  }
+  const int64_t budget = std::min<int64_t>(a.max_new_tokens > 0 ? a.max_new_tokens : *max_len, *max_len - int64_t(prompt.size()));
   int64_t pos = 0;
   auto next = step(prompt, pos);
   pos += int64_t(prompt.size());
