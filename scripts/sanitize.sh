@@ -34,8 +34,9 @@ run_fuzzer fuzz_safetensors "$(corpus safetensors tests/data/fixtures/llama-gqa-
 run_fuzzer fuzz_config "$(corpus config tests/data/fixtures/*/config.json)"
 run_fuzzer fuzz_npy "$(corpus npy tests/data/fixtures/llama-mha/*.npy)"
 # Whole XNNPACK-delegated programs: fuzz_xnnpack loads them with the backend
-# registered, so mutations of the delegate segment reach the payload parser.
-run_fuzzer fuzz_xnnpack "$(corpus xnnpack tests/data/conformance/{add,dynamic,quantized}.pte)"
+# registered, so mutations of the delegate segment reach the payload parser
+# (seeds: upstream-written programs and our channels-last ResNet).
+run_fuzzer fuzz_xnnpack "$(corpus xnnpack tests/data/conformance/{add,dynamic,quantized}.pte fuzz/seeds/xnnpack/*.pte)"
 run_fuzzer fuzz_tokenizer "$(corpus tokenizer models/stories260K/tokenizer.json fuzz/seeds/tokenizer/*.json)"
 run_fuzzer fuzz_chat_template "$(corpus chat_template fuzz/seeds/chat_template/*.jinja)"
 # hf2pte serve's request bodies (both endpoints) and its stop-string matcher.

@@ -20,7 +20,8 @@ namespace hf2pte::kernels {
 namespace {
 
 /// Floats of gathered patches per block (8 MiB): big enough for the GEMM to
-/// run at speed, small enough to stay near the caches.
+/// run at speed, small enough to stay near the caches. A block holds at least
+/// one row, so the buffer is never larger than max(8 MiB, the filter).
 constexpr int64_t kPatchBlockFloats = int64_t(2) << 20;
 
 bool clamps(float lo, float hi) { return lo > -std::numeric_limits<float>::infinity() || hi < std::numeric_limits<float>::infinity(); }
@@ -129,7 +130,7 @@ void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t
     // width), then adds and clamps them while they are in its cache.
     parallel_for(pixels, 16, [&](int64_t b, int64_t e) {
       thread_local std::vector<float> own;
-      const int64_t blk = std::clamp<int64_t>(kPatchBlockFloats / 2 / std::max<int64_t>(row_len, 1), 16, e - b);
+      const int64_t blk = std::clamp<int64_t>(kPatchBlockFloats / 2 / std::max<int64_t>(row_len, 1), 1, e - b);
       if (!in_place) own.resize(size_t(blk * row_len));
       for (int64_t q0 = b; q0 < e; q0 += blk) {
         const int64_t q1 = std::min(e, q0 + blk);
@@ -144,7 +145,7 @@ void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t
     });
     return;
   }
-  const int64_t block = std::clamp<int64_t>(kPatchBlockFloats / std::max<int64_t>(row_len, 1), 16, pixels);
+  const int64_t block = std::clamp<int64_t>(kPatchBlockFloats / std::max<int64_t>(row_len, 1), 1, pixels);
   thread_local std::vector<float> rows, part;
   if (!in_place) rows.resize(size_t(block * row_len));
   if (groups > 1) part.resize(size_t(block * cout_g));
