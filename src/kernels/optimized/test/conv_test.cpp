@@ -29,16 +29,22 @@ constexpr Shape kShapes[] = {
     {3, 32, 32, 12, 8, 8, 0, 1, 1, true, false},  // a ViT patch embedding
 };
 
+/// n floats uniform in [-1, 1) from a seeded generator.
+struct Uniform {
+  explicit Uniform(uint32_t seed) : gen(seed) {}
+  std::vector<float> operator()(size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(gen);
+    return v;
+  }
+  std::mt19937 gen;
+  std::uniform_real_distribution<float> dist{-1.0f, 1.0f};
+};
+
 TEST(OptimizedConvolution, MatchesPortableKernel) {
-  std::mt19937 gen(11);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Uniform vals(11);
   for (const Shape& s : kShapes) {
     ArgArena a;
-    auto vals = [&](size_t n) {
-      std::vector<float> v(n);
-      for (auto& x : v) x = dist(gen);
-      return v;
-    };
     auto* in = a.tensor<float>({1, s.C, s.H, s.W}, vals(size_t(s.C * s.H * s.W)));
     auto* w = a.tensor<float>({s.O, s.C / s.groups, s.K, s.K}, vals(size_t(s.O * (s.C / s.groups) * s.K * s.K)));
     auto* b = s.bias ? a.tensor<float>({s.O}, vals(size_t(s.O))) : a.none();
@@ -81,15 +87,9 @@ std::vector<float> to_nchw(const std::vector<float>& y, int64_t C, int64_t H, in
 // and max pooling against the portable NCHW kernels on transposed data,
 // with the fused output clamp (a folded ReLU).
 TEST(NhwcKernels, ConvolutionAndMaxPoolMatchPortableKernels) {
-  std::mt19937 gen(12);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Uniform vals(12);
   for (const Shape& s : kShapes) {
     ArgArena a;
-    auto vals = [&](size_t n) {
-      std::vector<float> v(n);
-      for (auto& x : v) x = dist(gen);
-      return v;
-    };
     const int64_t Cg = s.C / s.groups;
     const auto x = vals(size_t(s.C * s.H * s.W)), w = vals(size_t(s.O * Cg * s.K * s.K)), b = vals(size_t(s.O));
     auto* in = a.tensor<float>({1, s.C, s.H, s.W}, x);
