@@ -1,4 +1,4 @@
-// hf2pte_kernel_bench [--threads N] [--quantized | --conv (only those kernels)]: the optimized kernels' inner loops against
+// hf2pte_kernel_bench [--threads N] [--quantized | --conv (only those kernels)] [--qisa generic|avx2|avx512vnni]: the optimized kernels' inner loops against
 // OpenBLAS in one run (same threads, same buffers), best of several reps:
 //  - GEMM 1024^3 (prefill-sized): OpenBLAS sgemm on its own threads vs gemm_f32
 //    (what mm/addmm use: the kernel pool splitting columns over 1-thread sgemm
@@ -196,6 +196,10 @@ int main(int argc, char** argv) {
   int threads = 2;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--threads") threads = std::atoi(argv[++i]);
+    if (std::string(argv[i]) == "--qisa" && !qgemm_force_isa(argv[++i])) {
+      std::fprintf(stderr, "hf2pte_kernel_bench: error: this CPU cannot run the %s quantized kernels (--qisa)\n", argv[i]);
+      return 1;
+    }
   }
   bool quantized_only = false, conv_only = false;
   for (int i = 1; i < argc; ++i) {

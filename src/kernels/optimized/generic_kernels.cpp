@@ -91,12 +91,33 @@ const SimdKernels kKernels{"generic",  gemv,       gemv_t,     softmax_row,     
                            sum_row};
 }  // namespace generic
 
+const SimdKernels* const* simd_tables(int* count) {
+  struct Tables {
+    const SimdKernels* t[3];
+    int n = 0;
+  };
+  static const Tables tables = [] {
+    __builtin_cpu_init();
+    Tables r;
+    r.t[r.n++] = &generic::kKernels;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+      r.t[r.n++] = &avx2::kKernels;
+    }
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma")) {
+      r.t[r.n++] = &avx512::kKernels;
+    }
+    return r;
+  }();
+  *count = tables.n;
+  return tables.t;
+}
+
 const SimdKernels& simd() {
   static const SimdKernels* k = [] {
-    __builtin_cpu_init();
-    bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
-    return avx512 ? &avx512::kKernels : &generic::kKernels;
+    int n = 0;
+    const SimdKernels* const* t = simd_tables(&n);
+    return t[n - 1];
   }();
   return *k;
 }

@@ -1,11 +1,12 @@
 // Quantized-filter GEMV/GEMM: packing, the thread split, and the plain C++
 // kernels (the reference for the SIMD ones and the path on CPUs without
-// AVX-512 VNNI). See qgemm.h for the packed layout.
+// AVX2 or AVX-512 VNNI). See qgemm.h for the packed layout.
 #include "kernels/optimized/qgemm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/optimized/thread_pool.h"
 
@@ -260,17 +261,26 @@ const QGemmKernels kQGemm{"generic", quantize_rows, dynamic_panels, weight_only_
 
 namespace {
 
-bool g_force_generic = false;
+/// The tables this CPU can run, best first.
+std::vector<const QGemmKernels*> runnable() {
+  __builtin_cpu_init();
+  std::vector<const QGemmKernels*> r;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma")) {
+    r.push_back(&avx512vnni::kQGemm);
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    r.push_back(&avx2::kQGemm);
+  }
+  r.push_back(&generic::kQGemm);
+  return r;
+}
+
+const QGemmKernels* g_forced = nullptr;
 
 const QGemmKernels& qkernels() {
-  static const QGemmKernels* best = [] {
-    __builtin_cpu_init();
-    const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-                      __builtin_cpu_supports("fma");
-    return vnni ? &avx512vnni::kQGemm : &generic::kQGemm;
-  }();
-  return g_force_generic ? generic::kQGemm : *best;
+  static const QGemmKernels* best = runnable().front();
+  return g_forced != nullptr ? *g_forced : *best;
 }
 
 /// Panels per parallel_for chunk: about 64 KiB of weights, and at least one panel.
@@ -282,7 +292,19 @@ int64_t panel_grain(const QFilter& w, int64_t m) {
 }  // namespace
 
 const char* qgemm_isa() { return qkernels().isa; }
-void qgemm_force_generic(bool on) { g_force_generic = on; }
+bool qgemm_force_isa(const char* isa) {
+  if (isa == nullptr) {
+    g_forced = nullptr;
+    return true;
+  }
+  for (const QGemmKernels* k : runnable()) {
+    if (std::strcmp(k->isa, isa) == 0) {
+      g_forced = k;
+      return true;
+    }
+  }
+  return false;
+}
 
 void qgemm_dynamic(int64_t M, const float* x, int64_t quant_row, const QFilter& w, const float* bias, float* y) {
   if (M <= 0 || w.n <= 0) return;

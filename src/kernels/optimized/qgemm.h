@@ -71,10 +71,12 @@ void qgemm_dynamic(int64_t M, const float* x, int64_t quant_row, const QFilter& 
 /// y[M, n] = x[M, k] . W^T (+ bias[n]), fp32 activations, W dequantized in registers.
 void qgemm_weight_only(int64_t M, const float* x, const QFilter& w, const float* bias, float* y);
 
-/// The ISA the quantized kernels run on ("avx512vnni" or "generic").
+/// The ISA the quantized kernels run on ("avx512vnni", "avx2" or "generic").
 const char* qgemm_isa();
-/// Tests: force the scalar path (true) or the best one (false).
-void qgemm_force_generic(bool on);
+/// Tests and benches: run on the named ISA's kernels ("generic", "avx2",
+/// "avx512vnni"), or on the best one for nullptr. False (and no change) when
+/// this CPU cannot run it.
+bool qgemm_force_isa(const char* isa);
 
 // ---- internals shared by the ISA files ----
 
@@ -117,6 +119,9 @@ struct QGemmKernels {
 };
 
 namespace generic {
+extern const QGemmKernels kQGemm;
+}
+namespace avx2 {
 extern const QGemmKernels kQGemm;
 }
 namespace avx512vnni {

@@ -1,8 +1,8 @@
 // Inner loops of the optimized kernels, one implementation per ISA: `generic`
-// (plain C++, compiled with the project's default flags) and `avx512`
-// (avx512/, its own static library built with -mavx512f -mavx512bw
-// -mavx512vl -mfma, called only when the CPU reports those features).
-// kernels pick a table once through simd().
+// (plain C++, compiled with the project's default flags), `avx2` (avx2/, its
+// own static library built with -mavx2 -mfma -mf16c) and `avx512` (avx512/,
+// built with -mavx512f -mavx512bw -mavx512vl -mfma); each is called only when
+// the CPU reports its features. Kernels pick a table once through simd().
 #pragma once
 
 #include <cstdint>
@@ -44,9 +44,15 @@ inline bool is_narrow_head(int64_t d) { return d == 8 || d == 16; }
 namespace generic {
 extern const SimdKernels kKernels;
 }
+namespace avx2 {
+extern const SimdKernels kKernels;
+}
 namespace avx512 {
 extern const SimdKernels kKernels;
 }
+
+/// Every table this CPU can run, generic first and the best last (tests run them all).
+const SimdKernels* const* simd_tables(int* count);
 
 /// The best table this CPU supports (picked once).
 const SimdKernels& simd();

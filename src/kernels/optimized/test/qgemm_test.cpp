@@ -139,11 +139,13 @@ const Case kCases[] = {
 };
 const int64_t kRows[] = {1, 2, 5, 17};
 
-class QGemm : public ::testing::TestWithParam<bool> {  // param: force the generic path
+class QGemm : public ::testing::TestWithParam<const char*> {  // param: the ISA's kernels
  protected:
-  void SetUp() override { qgemm_force_generic(GetParam()); }
+  void SetUp() override {
+    if (!qgemm_force_isa(GetParam())) GTEST_SKIP() << "this CPU cannot run the " << GetParam() << " kernels";
+  }
   void TearDown() override {
-    qgemm_force_generic(false);
+    qgemm_force_isa(nullptr);
     set_pool_threads(2);
   }
 };
@@ -216,8 +218,8 @@ TEST_P(QGemm, NoBiasAndConstantRows) {
   for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-5 * mag[i] + 1e-6) << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, QGemm, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? std::string("generic") : std::string("best"); });
+INSTANTIATE_TEST_SUITE_P(Paths, QGemm, ::testing::Values("generic", "avx2", "avx512vnni"),
+                         [](const auto& info) { return std::string(info.param); });
 
 TEST(QGemmPack, MemoryIsAboutThePackedBytes) {
   std::mt19937 rng(5);

@@ -14,11 +14,9 @@ namespace hf2pte::kernels {
 namespace {
 
 std::vector<const SimdKernels*> tables() {
-  std::vector<const SimdKernels*> t{&generic::kKernels};
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
-    t.push_back(&avx512::kKernels);
-  }
-  return t;
+  int n = 0;
+  const SimdKernels* const* t = simd_tables(&n);
+  return {t, t + n};
 }
 
 std::vector<float> random(size_t n, uint32_t seed) {
@@ -183,6 +181,38 @@ TEST(SimdKernels, HalfRowsMatchReference) {
         for (int64_t i = 0; i < K; ++i) ref += double(x[size_t(i)]) * half_to_float(w[size_t(n * K + i)]);
         ASSERT_NEAR(y[size_t(n)], ref, 1e-5 * (1 + K)) << k->isa << " K=" << K << " n=" << n;
       }
+    }
+  }
+}
+
+TEST(SimdKernels, GeluRowMatchesExactGelu) {
+  for (const auto* k : tables()) {
+    for (int64_t n : {1, 7, 8, 17, 1000}) {
+      auto x = random(size_t(n), 15);
+      for (auto& v : x) v *= 8.0f;  // both tails: GELU -> 0 and -> x
+      if (n > 1) x[1] = 0.0f;
+      std::vector<float> y(size_t(n) + 1, 42.0f);
+      k->gelu_row(x.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = x[size_t(i)];
+        const double ref = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+        ASSERT_NEAR(y[size_t(i)], ref, 2e-7 * std::abs(v) + 1e-6) << k->isa << " x=" << v;
+      }
+      ASSERT_EQ(y[size_t(n)], 42.0f) << k->isa << " wrote past n=" << n;
+    }
+    float nan = NAN, y = 0;
+    k->gelu_row(&nan, &y, 1);
+    EXPECT_TRUE(std::isnan(y)) << k->isa;
+  }
+}
+
+TEST(SimdKernels, SumRowMatchesReference) {
+  for (const auto* k : tables()) {
+    for (int64_t n : {0, 1, 31, 64, 65, 4099}) {
+      auto x = random(size_t(n) + 1, 16);
+      double ref = 0;
+      for (int64_t i = 0; i < n; ++i) ref += x[size_t(i)];
+      ASSERT_NEAR(k->sum_row(x.data(), n), ref, 1e-5 * (1 + n)) << k->isa << " n=" << n;
     }
   }
 }
