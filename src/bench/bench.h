@@ -36,7 +36,8 @@ struct BenchResult {
 
 /// Streams a buffer larger than the caches with `threads` threads; best of 5 (GB/s).
 double measure_read_bandwidth(int threads, size_t bytes = size_t(1) << 30);
-/// The same over a caller's (already touched) buffer, best of `reps`.
+/// The same over a caller's (already touched) buffer, best of `reps` (at least 3:
+/// each thread reads its part as 1, 2 and 4 interleaved streams in turn).
 double measure_read_bandwidth(int threads, const std::vector<uint64_t>& buf, int reps);
 
 /// Constant tensors one decode step of `forward` reads: every constant an

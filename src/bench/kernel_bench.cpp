@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench.h"
 #include "kernels/optimized/gemm.h"
 #include "kernels/optimized/kernels.h"
 #include "kernels/optimized/nhwc.h"
@@ -49,20 +50,9 @@ double best_seconds(int reps, const std::function<void()>& fn) {
 
 std::vector<float> filled(size_t n, float v) { return std::vector<float>(n, v); }
 
-/// GB/s of a streaming sum of 512 MiB on the pool (the kernel table's widest
-/// loads, as hf2pte bench's probe): the machine's streaming read limit.
-double read_bandwidth() {
-  using namespace hf2pte::kernels;
-  const size_t floats = (size_t(512) << 20) / 4;
-  std::vector<float> buf(floats, 1.0f);
-  std::vector<float> partial(64, 0.0f);
-  double s = best_seconds(5, [&] {
-    parallel_for(int64_t(floats), 1 << 16, [&](int64_t b, int64_t e) {
-      partial[size_t(b >> 16) % 64] = simd().sum_row(buf.data() + b, e - b);
-    });
-  });
-  return double(floats) * 4 / s / 1e9;
-}
+/// GB/s of a streaming sum of 512 MiB (hf2pte bench's probe: the widest loads,
+/// 1, 2 or 4 streams per thread, the best): the machine's streaming read limit.
+double read_bandwidth(int threads) { return hf2pte::bench::measure_read_bandwidth(threads, size_t(512) << 20); }
 
 /// Random-ish packed filter of `kind` for [n, k].
 hf2pte::kernels::QFilter bench_filter(hf2pte::kernels::QFilterKind kind, int64_t n, int64_t k) {
@@ -81,7 +71,7 @@ hf2pte::kernels::QFilter bench_filter(hf2pte::kernels::QFilterKind kind, int64_t
 
 void bench_quantized(int threads) {
   using namespace hf2pte::kernels;
-  const double bw = read_bandwidth();
+  const double bw = read_bandwidth(threads);
   std::printf("\nstreaming read (SIMD sum of 512 MiB, %d threads): %.1f GB/s; quantized kernels on %s\n", threads, bw,
               qgemm_isa());
   struct QShape {
