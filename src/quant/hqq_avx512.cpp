@@ -3,23 +3,11 @@
 // scalar path in quant.cpp performs in the same order.
 #include <immintrin.h>
 
-#include <atomic>
 #include <limits>
 
 #include "quant/hqq_simd.h"
 
 namespace hf2pte::quant {
-
-namespace {
-std::atomic<bool> g_simd_enabled{true};
-}  // namespace
-
-bool hqq_simd_available() {
-  static const bool cpu = __builtin_cpu_supports("avx512f");
-  return cpu && g_simd_enabled.load();
-}
-
-bool set_hqq_simd(bool enabled) { return g_simd_enabled.exchange(enabled); }
 
 namespace {
 

@@ -115,7 +115,7 @@ QuantizedWeight quantize_impl(std::span<T> w, const BlockShape& shape, int bits,
   const float qabs = float(std::max(std::abs(r.qmin), std::abs(r.qmax)));
   std::vector<float>& s = out.scales;
   const int64_t tiles = nb / kHqqLanes;
-  const bool simd = hqq_simd_available();
+  const HqqIsa isa = hqq_isa();
   T* tiled = w.data();  // tiles are transposed in place: w[t][i][lane] from here on
   pf(nb, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
@@ -143,8 +143,10 @@ QuantizedWeight quantize_impl(std::span<T> w, const BlockShape& shape, int bits,
         if (u < tiles) {
           float* st = s.data() + u * kHqqLanes;
           const T* wt = tiled + u * kHqqLanes * bs;
-          if (simd) {
+          if (isa == HqqIsa::kAvx512) {
             rel[size_t(u)] = hqq_tile_step_avx512(wt, bs, r.qmin, r.qmax, st);
+          } else if (isa == HqqIsa::kAvx2) {
+            rel[size_t(u)] = hqq_tile_step_avx2(wt, bs, r.qmin, r.qmax, st);
           } else {
             float m = 0.0f;
             for (int64_t lane = 0; lane < kHqqLanes; ++lane) {

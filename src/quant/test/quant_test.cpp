@@ -77,23 +77,27 @@ TEST(Hqq, BytesDoNotDependOnHowTheWorkIsSplit) {
   EXPECT_EQ(serial.scales, split.scales);
 }
 
-// The AVX-512 tile step and the scalar lanes perform the same float32
-// operations in the same order: identical bytes, on shapes with whole tiles,
-// a partial last tile, per-channel rows and 4 / 8 bits.
+// The AVX-512 and AVX2 tile steps and the scalar lanes perform the same
+// float32 operations in the same order: identical bytes, on shapes with whole
+// tiles, a partial last tile, per-channel rows and 4 / 8 bits.
 TEST(Hqq, SimdAndScalarPathsGiveTheSameBytes) {
-  if (!hqq_simd_available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (hqq_best_isa() == HqqIsa::kScalar) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
   struct Shape {
     BlockShape shape;
     int bits;
   };
   for (const Shape& c : {Shape{{40, 96, 32}, 4}, Shape{{17, 64, 0}, 8}, Shape{{33, 160, 32}, 8}, Shape{{5, 64, 32}, 4}}) {
     auto w = random_weights(size_t(c.shape.rows * c.shape.cols), uint32_t(c.shape.rows));
-    auto simd = quantize_weight(w, c.shape, c.bits, QParams::kHqq);
-    const bool was = set_hqq_simd(false);
+    const HqqIsa was = set_hqq_isa(HqqIsa::kScalar);
     auto scalar = quantize_weight(w, c.shape, c.bits, QParams::kHqq);
-    set_hqq_simd(was);
-    EXPECT_EQ(simd.q, scalar.q) << c.shape.rows << "x" << c.shape.cols;
-    EXPECT_EQ(simd.scales, scalar.scales) << c.shape.rows << "x" << c.shape.cols;
+    for (HqqIsa isa : {HqqIsa::kAvx2, HqqIsa::kAvx512}) {
+      if (isa > hqq_best_isa()) continue;
+      set_hqq_isa(isa);
+      auto simd = quantize_weight(w, c.shape, c.bits, QParams::kHqq);
+      EXPECT_EQ(simd.q, scalar.q) << int(isa) << ": " << c.shape.rows << "x" << c.shape.cols;
+      EXPECT_EQ(simd.scales, scalar.scales) << int(isa) << ": " << c.shape.rows << "x" << c.shape.cols;
+    }
+    set_hqq_isa(was);
   }
 }
 
