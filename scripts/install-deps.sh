@@ -25,6 +25,7 @@ PACKAGES=(
   libcpp-httplib-dev                        # hf2pte serve: HTTP/1.1 server (docs/serve.md)
   libpng-dev libjpeg62-turbo-dev            # classify / preprocess: PNG and JPEG decoding
   libfftw3-dev                              # transcribe / preprocess: the log-mel STFT
+  libssl-dev                                # export: SHA-256 keys of the XNNPACK named data (libcrypto)
   curl                                      # serve's end-to-end tests: the error cases
 )
 if [ "$sanitizer" -eq 1 ]; then
