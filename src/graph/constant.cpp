@@ -30,6 +30,23 @@ void store_element(uint8_t* p, ScalarType t, float f) {
   }
 }
 
+/// Converts n contiguous elements in one tight loop where the pair has one
+/// (bf16 -> f32 is a 16-bit shift, which the compiler vectorizes); false for
+/// other pairs, which go element by element. bf16 -> f32 per element through
+/// load_element was 45 % of a bench-1b export.
+bool convert_run(const uint8_t* in, ScalarType from, uint8_t* out, ScalarType to, size_t n) {
+  if (from == ScalarType::kBFloat16 && to == ScalarType::kFloat) {
+    for (size_t j = 0; j < n; ++j) {
+      uint16_t v;
+      std::memcpy(&v, in + 2 * j, 2);
+      const uint32_t bits = uint32_t(v) << 16;
+      std::memcpy(out + 4 * j, &bits, 4);
+    }
+    return true;
+  }
+  return false;
+}
+
 std::string picks_text(const std::vector<int64_t>& v) {
   if (v.empty()) return "";
   std::string s = fmt::format("{}", v[0]);
@@ -132,7 +149,9 @@ ConstantData make_constant(const ConstantRecipe& r) {
       buf.resize(std::min(total, per_chunk) * out_size);
       for (size_t i = 0; i < total; i += per_chunk) {
         size_t n = std::min(per_chunk, total - i);
-        for (size_t j = 0; j < n; ++j) store_element(&buf[j * out_size], dst, load(base + (i + j) * in_size));
+        if (neg_exp || !convert_run(base + i * in_size, src.dtype, buf.data(), dst, n)) {
+          for (size_t j = 0; j < n; ++j) store_element(&buf[j * out_size], dst, load(base + (i + j) * in_size));
+        }
         HF2PTE_RETURN_IF_ERROR(sink(buf.data(), n * out_size));
         MappedFile::release_pages(base + i * in_size, n * in_size);
       }
