@@ -52,7 +52,28 @@ float tile_step(const T* w, int64_t bs, int32_t qmin, int32_t qmax, float* s) {
   return m;
 }
 
+template <class T>
+void tile_quantize(const T* w, int64_t bs, int32_t qmin, int32_t qmax, const float* s, int8_t* q) {
+  const __m256 lo = _mm256_set1_ps(float(qmin)), hi = _mm256_set1_ps(float(qmax));
+  const __m256 s0 = _mm256_loadu_ps(s), s1 = _mm256_loadu_ps(s + 8);
+  alignas(32) int32_t v[16];
+  for (int64_t i = 0; i < bs; ++i) {
+    const __m256 q0 = _mm256_round_ps(_mm256_div_ps(load8(w + i * 16), s0), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 q1 = _mm256_round_ps(_mm256_div_ps(load8(w + i * 16 + 8), s1), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(v), _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(q0, lo), hi)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(v + 8), _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(q1, lo), hi)));
+    for (int lane = 0; lane < 16; ++lane) q[lane * bs + i] = int8_t(v[lane]);
+  }
+}
+
 }  // namespace
+
+void hqq_tile_quantize_avx2(const float* w, int64_t bs, int32_t qmin, int32_t qmax, const float* s, int8_t* q) {
+  tile_quantize(w, bs, qmin, qmax, s, q);
+}
+void hqq_tile_quantize_avx2(const uint16_t* w, int64_t bs, int32_t qmin, int32_t qmax, const float* s, int8_t* q) {
+  tile_quantize(w, bs, qmin, qmax, s, q);
+}
 
 float hqq_tile_step_avx2(const float* w, int64_t bs, int32_t qmin, int32_t qmax, float* s) {
   return tile_step(w, bs, qmin, qmax, s);

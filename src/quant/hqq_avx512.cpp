@@ -43,7 +43,26 @@ float tile_step(const T* w, int64_t bs, int32_t qmin, int32_t qmax, float* s) {
   return m;
 }
 
+template <class T>
+void tile_quantize(const T* w, int64_t bs, int32_t qmin, int32_t qmax, const float* s, int8_t* q) {
+  const __m512 lo = _mm512_set1_ps(float(qmin)), hi = _mm512_set1_ps(float(qmax));
+  const __m512 scale = _mm512_loadu_ps(s);
+  alignas(64) int32_t v[16];
+  for (int64_t i = 0; i < bs; ++i) {
+    const __m512 x = _mm512_roundscale_ps(_mm512_div_ps(load16(w + i * 16), scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm512_store_si512(v, _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(x, lo), hi)));
+    for (int lane = 0; lane < 16; ++lane) q[lane * bs + i] = int8_t(v[lane]);
+  }
+}
+
 }  // namespace
+
+void hqq_tile_quantize_avx512(const float* w, int64_t bs, int32_t qmin, int32_t qmax, const float* s, int8_t* q) {
+  tile_quantize(w, bs, qmin, qmax, s, q);
+}
+void hqq_tile_quantize_avx512(const uint16_t* w, int64_t bs, int32_t qmin, int32_t qmax, const float* s, int8_t* q) {
+  tile_quantize(w, bs, qmin, qmax, s, q);
+}
 
 float hqq_tile_step_avx512(const float* w, int64_t bs, int32_t qmin, int32_t qmax, float* s) {
   return tile_step(w, bs, qmin, qmax, s);

@@ -25,4 +25,11 @@ float hqq_tile_step_avx512(const uint16_t* w, int64_t bs, int32_t qmin, int32_t 
 float hqq_tile_step_avx2(const float* w, int64_t bs, int32_t qmin, int32_t qmax, float* s);
 float hqq_tile_step_avx2(const uint16_t* w, int64_t bs, int32_t qmin, int32_t qmax, float* s);
 
+/// The final integers of a tile: q[lane * bs + i] = clamp(round(w[i * 16 + lane] / s[lane]))
+/// (the scalar path's division and rounding, so the same bytes).
+void hqq_tile_quantize_avx512(const float* w, int64_t bs, int32_t qmin, int32_t qmax, const float* s, int8_t* q);
+void hqq_tile_quantize_avx512(const uint16_t* w, int64_t bs, int32_t qmin, int32_t qmax, const float* s, int8_t* q);
+void hqq_tile_quantize_avx2(const float* w, int64_t bs, int32_t qmin, int32_t qmax, const float* s, int8_t* q);
+void hqq_tile_quantize_avx2(const uint16_t* w, int64_t bs, int32_t qmin, int32_t qmax, const float* s, int8_t* q);
+
 }  // namespace hf2pte::quant

@@ -172,8 +172,19 @@ QuantizedWeight quantize_impl(std::span<T> w, const BlockShape& shape, int bits,
   // in a tile at tiled[t][i][lane] for k = 16 t + lane.
   pf(nb, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
-      const float sk = s[size_t(k)];
       const bool in_tile = k < tiles * kHqqLanes;
+      if (in_tile && k % kHqqLanes == 0 && k + kHqqLanes <= e && isa != HqqIsa::kScalar) {
+        const T* wt = tiled + (k / kHqqLanes) * kHqqLanes * bs;
+        int8_t* q = out.q.data() + k * bs;
+        if (isa == HqqIsa::kAvx512) {
+          hqq_tile_quantize_avx512(wt, bs, r.qmin, r.qmax, s.data() + k, q);
+        } else {
+          hqq_tile_quantize_avx2(wt, bs, r.qmin, r.qmax, s.data() + k, q);
+        }
+        k += kHqqLanes - 1;
+        continue;
+      }
+      const float sk = s[size_t(k)];
       const T* src = in_tile ? tiled + (k / kHqqLanes) * kHqqLanes * bs + k % kHqqLanes : w.data() + k * bs;
       const int64_t stride = in_tile ? kHqqLanes : 1;
       for (int64_t i = 0; i < bs; ++i) {
