@@ -1,3 +1,4 @@
+#include <fstream>
 #include "bench/bench.h"
 
 #include <algorithm>
@@ -29,6 +30,17 @@ double seconds(std::chrono::steady_clock::time_point t0) {
 
 /// Two float 1.0s: the probe buffers hold normal floats (denormals would slow the sums down).
 constexpr uint64_t kProbeFill = 0x3F8000003F800000ull;
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+  }
+  return "unknown CPU";
+}
 
 double measure_read_bandwidth(int threads, size_t bytes) {
   std::vector<uint64_t> buf(bytes / sizeof(uint64_t), kProbeFill);  // every page touched before timing

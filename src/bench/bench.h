@@ -34,6 +34,10 @@ struct BenchResult {
   double peak_rss_mib = 0;              ///< from loading the program to the end of decode (not the probe)
 };
 
+/// The CPU's model name as /proc/cpuinfo gives it ("unknown CPU" elsewhere):
+/// every benchmark figure names the CPU it was measured on.
+std::string cpu_model();
+
 /// Streams a buffer larger than the caches with `threads` threads; best of 5 (GB/s).
 double measure_read_bandwidth(int threads, size_t bytes = size_t(1) << 30);
 /// The same over a caller's (already touched) buffer, best of `reps` (at least 3:

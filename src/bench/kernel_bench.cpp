@@ -197,7 +197,8 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--conv") conv_only = true;
   }
   set_kernel_threads(threads);
-  std::printf("threads %d, SIMD table %s\n", threads, simd().isa);
+  std::printf("cpu: %s; threads %d, SIMD table %s, quantized kernels %s\n", hf2pte::bench::cpu_model().c_str(), threads,
+              simd().isa, qgemm_isa());
   if (quantized_only) {
     bench_quantized(threads);
     return 0;

@@ -14,6 +14,8 @@
 
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "bench/bench.h"
+#include "kernels/optimized/qgemm.h"
+#include "kernels/optimized/simd_kernels.h"
 #include "cli/commands.h"
 #include "kernels/optimized/kernels.h"
 
@@ -136,6 +138,9 @@ int run_bench(const BenchArgs& a) {
     auto speech = constant_output(**program, "is_encoder_decoder");
     if (!speech) return fail(speech.status());
     const bool is_speech = *speech && (*speech)->is_bool() && (*speech)->i != 0;
+    // Every figure names the CPU and kernel tables it was measured with.
+    std::printf("cpu: %s; kernels: %s (float loops), %s (quantized)\n", bench::cpu_model().c_str(), kernels::simd().isa,
+                kernels::qgemm_isa());
     if (*image || is_speech) {
       if (a.threads > 0) kernels::set_kernel_threads(a.threads);
       if (auto st = xnn::register_xnnpack_backend(); !st) return fail(st);
