@@ -256,7 +256,7 @@ void weight_only_panels(const QFilter& w, const float* xp, int64_t m, const floa
 
 }  // namespace
 
-const QGemmKernels kQGemm{"generic", quantize_rows, dynamic_panels, weight_only_panels};
+const QGemmKernels kQGemm{"generic", false, quantize_rows, dynamic_panels, weight_only_panels};
 }  // namespace generic
 
 namespace {
@@ -321,6 +321,7 @@ void qgemm_dynamic(int64_t M, const float* x, int64_t quant_row, const QFilter& 
   a.zp.resize(size_t(M));
   a.qsum.resize(size_t(M));
   a.bsum.resize(size_t(M * a.nblocks));
+  a.q16.resize(kern.widened_int8_acts && w.kind == QFilterKind::kInt8 && M > 1 ? size_t(M * w.kp) : 0);
   const int64_t k = w.k;
   if (quant_row == k) {
     parallel_for(M, 16, [&](int64_t r0, int64_t r1) { kern.quantize_rows(x, k, nullptr, w.kind, w.group, a, r0, r1); });

@@ -89,6 +89,9 @@ struct QActs {
   std::vector<int32_t> zp;       ///< [m]
   std::vector<int32_t> qsum;     ///< [m] sum of q over the row
   std::vector<int32_t> bsum;     ///< [m][nblocks] -8 * sum of q over each block (kInt4Block)
+  /// [m][kp] q + 128 widened to uint16, for kernels that multiply int8 filters
+  /// in int16 (QGemmKernels::widened_int8_acts; GEMM only, m > 1).
+  std::vector<uint16_t> q16;
 };
 
 /// XNNPACK's asymmetric row parameters from a row's range (lo = min(0, min x),
@@ -106,6 +109,8 @@ inline void qparams_from_range(float lo, float hi, float* scale, float* inv_scal
 
 struct QGemmKernels {
   const char* isa;
+  /// quantize_rows also fills QActs::q16 for int8 filters when m > 1 (the caller sizes it).
+  bool widened_int8_acts;
   /// Quantizes rows [r0, r1) of x ([m][k]) into `a`: a.q, a.qsum, a.bsum. With
   /// `inv` null each row is its own quantization row (a.scale, a.zp written
   /// here); else a.scale / a.zp are given and inv[r] is row r's inverse scale.

@@ -137,6 +137,14 @@ void quantize_rows(const float* x, int64_t k, const float* inv, QFilterKind kind
       }
     }
     for (int64_t i = k; i < a.kp; ++i) qr[i] = shift ? 128 : 0;
+    if (!a.q16.empty()) {  // int8 filters, GEMM: q + 128 widened once instead of once per panel
+      uint16_t* wr = a.q16.data() + r * a.kp;
+      int64_t i = 0;
+      for (; i + 16 <= a.kp; i += 16) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(wr + i), _mm256_cvtepu8_epi16(load128(qr + i)));
+      }
+      for (; i < a.kp; ++i) wr[i] = qr[i];
+    }
     alignas(32) int32_t t[8];
     _mm256_store_si256(reinterpret_cast<__m256i*>(t), total);
     a.qsum[size_t(r)] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
@@ -251,17 +259,19 @@ void gemv_dq_int4_block(const TileArgs& t, int64_t p) {
   block_out(t, 0, p * kQPanel + 8, _mm256_add_ps(f[0][1], f[1][1]));
 }
 
-// Prefill tiles: MR rows x one 8-column half h of panel p, the whole k.
+// Prefill tiles: MR rows x one 8-column half h of panel p, the whole k. The
+// int8 tile reads the activations pre-widened (QActs::q16): one broadcast per
+// row and step.
 template <int MR>
 void tile_dq_int8(const TileArgs& t, int64_t m0, int64_t p, int h) {
   const uint8_t* wp = t.w.data.data() + p * t.w.panel_bytes + 32 * h;
-  const uint8_t* ar = t.a.q.data() + m0 * t.a.kp;
+  const uint16_t* ar = t.a.q16.data() + m0 * t.a.kp;
   __m256i acc[MR][2];
   HF2PTE_UNROLL for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
   for (int64_t kk = 0; kk < t.w.kp; kk += 4) {
     const __m256i w0 = _mm256_cvtepi8_epi16(load128(wp + kk * 16)), w1 = _mm256_cvtepi8_epi16(load128(wp + kk * 16 + 16));
     HF2PTE_UNROLL for (int r = 0; r < MR; ++r) {
-      const __m256i a = act_x4_i16(ar + r * t.a.kp + kk);
+      const __m256i a = _mm256_broadcastq_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ar + r * t.a.kp + kk)));
       acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(w0, a));
       acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(w1, a));
     }
@@ -316,7 +326,10 @@ void tile_dq_int4_block(const TileArgs& t, int64_t m0, int64_t p, int h) {
   HF2PTE_UNROLL for (int r = 0; r < MR; ++r) block_out(t, m0 + r, p * kQPanel + 8 * h, facc[r]);
 }
 
-constexpr int kMR = 4;
+/// Rows per tile: int8 tiles hold 2 accumulators per row (6 rows: 12 of the 16
+/// registers), int4 tiles 2 per row with their int16 partials (4 rows).
+constexpr int kMRInt8 = 6;
+constexpr int kMRInt4 = 4;
 
 template <int MR>
 void run_dq_tile(const TileArgs& t, int64_t m0, int64_t p, int h) {
@@ -325,6 +338,14 @@ void run_dq_tile(const TileArgs& t, int64_t m0, int64_t p, int h) {
     case QFilterKind::kInt4: tile_dq_int4<MR>(t, m0, p, h); break;
     case QFilterKind::kInt4Block: tile_dq_int4_block<MR>(t, m0, p, h); break;
   }
+}
+
+template <int MR>
+void run_dq_rows(const TileArgs& t, int64_t m0, int64_t mr, int64_t p, int h) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return run_dq_rows<MR - 1>(t, m0, mr, p, h);
+  }
+  run_dq_tile<MR>(t, m0, p, h);
 }
 
 void dynamic_panels(const QFilter& w, const QActs& a, const float* bias, float* y, int64_t p0, int64_t p1) {
@@ -345,14 +366,21 @@ void dynamic_panels(const QFilter& w, const QActs& a, const float* bias, float* 
     }
     return;
   }
-  for (int64_t p = p0; p < p1; ++p) {
-    for (int h = 0; h < 2 && p * kQPanel + 8 * h < w.n; ++h) {
-      for (int64_t m0 = 0; m0 < a.m; m0 += kMR) {
-        switch (std::min<int64_t>(kMR, a.m - m0)) {
-          case 1: run_dq_tile<1>(t, m0, p, h); break;
-          case 2: run_dq_tile<2>(t, m0, p, h); break;
-          case 3: run_dq_tile<3>(t, m0, p, h); break;
-          default: run_dq_tile<4>(t, m0, p, h); break;
+  // Row blocks outermost: a block's activations (48 rows) stay in L2 while
+  // the panels stream past them; rows innermost would re-read all of them
+  // from L3 for every half-panel.
+  constexpr int64_t kRowBlock = 48;
+  const int64_t mr = w.kind == QFilterKind::kInt8 ? kMRInt8 : kMRInt4;
+  for (int64_t mb = 0; mb < a.m; mb += kRowBlock) {
+    const int64_t me = std::min(a.m, mb + kRowBlock);
+    for (int64_t p = p0; p < p1; ++p) {
+      for (int h = 0; h < 2 && p * kQPanel + 8 * h < w.n; ++h) {
+        for (int64_t m0 = mb; m0 < me; m0 += mr) {
+          if (w.kind == QFilterKind::kInt8) {
+            run_dq_rows<kMRInt8>(t, m0, std::min(mr, me - m0), p, h);
+          } else {
+            run_dq_rows<kMRInt4>(t, m0, std::min(mr, me - m0), p, h);
+          }
         }
       }
     }
@@ -457,7 +485,7 @@ void weight_only_panels(const QFilter& w, const float* xp, int64_t m, const floa
 
 }  // namespace
 
-const QGemmKernels kQGemm{"avx2", quantize_rows, dynamic_panels, weight_only_panels};
+const QGemmKernels kQGemm{"avx2", true, quantize_rows, dynamic_panels, weight_only_panels};
 }  // namespace avx2
 
 }  // namespace hf2pte::kernels

@@ -570,7 +570,7 @@ void weight_only_panels(const QFilter& w, const float* xp, int64_t m, const floa
 
 }  // namespace
 
-const QGemmKernels kQGemm{"avx512vnni", quantize_rows, dynamic_panels, weight_only_panels};
+const QGemmKernels kQGemm{"avx512vnni", false, quantize_rows, dynamic_panels, weight_only_panels};
 }  // namespace avx512vnni
 
 }  // namespace hf2pte::kernels
