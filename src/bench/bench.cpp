@@ -32,14 +32,28 @@ double seconds(std::chrono::steady_clock::time_point t0) {
 constexpr uint64_t kProbeFill = 0x3F8000003F800000ull;
 
 std::string cpu_model() {
+  // "model name" alone does not tell CPUs apart ("AMD EPYC" is Zen 3 and Zen 4
+  // here): add the family / model numbers and the vector extensions the
+  // kernels pick between.
   std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+  std::string line, name = "unknown CPU", family, model, flags;
+  auto value = [&](const std::string& l) {
+    const size_t colon = l.find(':');
+    return colon == std::string::npos || colon + 2 > l.size() ? std::string() : l.substr(colon + 2);
+  };
+  while (std::getline(in, line) && line.rfind("flags", 0) != 0) {
+    if (line.rfind("model name", 0) == 0) name = value(line);
+    else if (line.rfind("cpu family", 0) == 0) family = value(line);
+    else if (line.rfind("model", 0) == 0 && model.empty()) model = value(line);
   }
-  return "unknown CPU";
+  if (line.rfind("flags", 0) == 0) flags = " " + value(line) + " ";
+  std::string isa;
+  for (const char* f : {"avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile"}) {
+    if (flags.find(" " + std::string(f) + " ") != std::string::npos) isa += (isa.empty() ? "" : " ") + std::string(f);
+  }
+  std::string out = name;
+  if (!family.empty()) out += " (family " + family + ", model " + model + (isa.empty() ? "" : "; " + isa) + ")";
+  return out;
 }
 
 double measure_read_bandwidth(int threads, size_t bytes) {
