@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/optimized/qgemm.h"
 
@@ -474,12 +475,80 @@ void gemv_wo(const WoArgs& t, int64_t r, int64_t p) {
   store_wo(t, r, col0 + 8, acc1);
 }
 
-// Every row runs the decode loop over the panel (from cache after the first).
+/// Half h of panel p as floats, deq[k * 8 + c] = value (times its block's
+/// scale for kInt4Block), in the kernel's panel layout (qgemm.h).
+void dequantize_half(const QFilter& w, int64_t p, int h, float* deq) {
+  const uint8_t* panel = w.data.data() + p * w.panel_bytes;
+  const int64_t block_bytes = kQPanel * w.group / 2 + 2 * kQPanel;
+  for (int64_t k = 0; k < w.kp; ++k) {
+    for (int c = 0; c < 8; ++c) {
+      const int64_t col = 8 * h + c;
+      float v;
+      if (w.kind == QFilterKind::kInt8) {
+        v = float(int8_t(panel[(k / 4) * 64 + col * 4 + k % 4]));
+      } else {
+        const uint8_t* run = panel;
+        int64_t local = k;
+        if (w.kind == QFilterKind::kInt4Block) {
+          run += (k / w.group) * block_bytes;
+          local = k % w.group;
+        }
+        const uint8_t b = run[(local / 8) * 64 + col * 4 + (local % 8) % 4];
+        v = float(int((local % 8) >= 4 ? b >> 4 : b & 0xF) - 8);
+        if (w.kind == QFilterKind::kInt4Block) {
+          uint16_t bits;
+          std::memcpy(&bits, run + kQPanel * w.group / 2 + 2 * col, 2);
+          const uint32_t u = uint32_t(bits) << 16;
+          float sc;
+          std::memcpy(&sc, &u, 4);
+          v *= sc;
+        }
+      }
+      deq[k * 8 + c] = v;
+    }
+  }
+}
+
+/// Rows m0 .. m0 + MR of one 8-column half against its dequantized floats.
+template <int MR>
+void tile_wo_f32(const WoArgs& t, const float* deq, int64_t m0, int64_t col0) {
+  __m256 acc[MR];
+  HF2PTE_UNROLL for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
+  const float* x = t.x + m0 * t.w.kp;
+  for (int64_t k = 0; k < t.w.kp; ++k) {
+    const __m256 wv = _mm256_loadu_ps(deq + k * 8);
+    HF2PTE_UNROLL for (int r = 0; r < MR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r * t.w.kp + k]), wv, acc[r]);
+  }
+  const bool channel = t.w.kind != QFilterKind::kInt4Block;
+  HF2PTE_UNROLL for (int r = 0; r < MR; ++r) {
+    store_wo(t, m0 + r, col0, channel ? _mm256_mul_ps(acc[r], _mm256_loadu_ps(t.w.scale.data() + col0)) : acc[r]);
+  }
+}
+
+template <int MR>
+void run_wo_rows(const WoArgs& t, const float* deq, int64_t m0, int64_t mr, int64_t col0) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return run_wo_rows<MR - 1>(t, deq, m0, mr, col0);
+  }
+  tile_wo_f32<MR>(t, deq, m0, col0);
+}
+
+// Decode: the streaming loop per panel. GEMM: each half-panel dequantized
+// once into floats (kp x 8, in L1/L2), then 6-row FMA tiles over it.
 void weight_only_panels(const QFilter& w, const float* xp, int64_t m, const float* bias, float* y, int64_t p0,
                         int64_t p1) {
   const WoArgs t{w, xp, bias, y};
+  if (m == 1) {
+    for (int64_t p = p0; p < p1; ++p) gemv_wo(t, 0, p);
+    return;
+  }
+  constexpr int64_t kRows = 6;
+  std::vector<float> deq(size_t(w.kp * 8));
   for (int64_t p = p0; p < p1; ++p) {
-    for (int64_t r = 0; r < m; ++r) gemv_wo(t, r, p);
+    for (int h = 0; h < 2 && p * kQPanel + 8 * h < w.n; ++h) {
+      dequantize_half(w, p, h, deq.data());
+      for (int64_t m0 = 0; m0 < m; m0 += kRows) run_wo_rows<kRows>(t, deq.data(), m0, std::min(kRows, m - m0), p * kQPanel + 8 * h);
+    }
   }
 }
 
