@@ -67,7 +67,7 @@ struct ExportArgs {
   std::string backend = "xnnpack", dtype = "fp32", dump_graph, attention_span = "full", linear_weights = "fp32";
   int64_t max_seq_len = 0;
   int threads = 0;  // validation's kernel threads; never part of the program
-  bool no_kv_cache = false, quiet = false, verbose = false;
+  bool no_kv_cache = false, quiet = false, verbose = false, use_custom_sdpa = false;
   bool embed_tokenizer = true;  // --no-embed-tokenizer turns it off
   bool validate = false, no_validate = false;  // --validate / --no-validate
   bool alloc_input = true, alloc_output = true, alloc_buffers = true;
@@ -112,6 +112,7 @@ int run_export(const ExportArgs& a) {
     req.config.dtype = *dtype;
   }
   if (a.no_kv_cache) req.config.use_kv_cache = false;
+  if (a.use_custom_sdpa) req.config.use_custom_sdpa = true;
   if (a.given("--max-seq-len")) req.config.max_seq_len = a.max_seq_len;
   if (a.given("--attention-span")) {
     auto span = exp::parse_attention_span(a.attention_span);
@@ -337,6 +338,10 @@ int main(int argc, char** argv) {
   ex->add_option("--qparams", ea.quant.qparams,
                  "how scales are chosen: hqq (default; deterministic on every machine) | affine (torchao's max-abs)");
   ex->add_option("--threads", ea.threads, "kernel threads for quantization and validation (default: all cores; the file does not change)");
+  ex->add_flag("--use-custom-sdpa", ea.use_custom_sdpa,
+               "decoders: upstream's llama::update_cache + llama::custom_sdpa (optimum-executorch's --use_custom_sdpa "
+               "--use_custom_kv_cache): attention reads only the written cache rows, in place; the upstream runtime "
+               "needs extension/llm/custom_ops linked");
   ex->add_flag("--no-kv-cache", ea.no_kv_cache,
                "export without a KV cache: forward(input_ids[1, S]) -> logits[1, S, V] at positions 0..S-1 (scoring, "
                "perplexity); generate then recomputes the whole prefix every step");

@@ -67,6 +67,7 @@ nlohmann::ordered_json config_to_json(const ExportConfig& c) {
   j["alloc_mutable_buffers"] = c.alloc_mutable_buffers;
   j["attention_span"] = attention_span_name(c.attention_span);
   j["use_kv_cache"] = c.use_kv_cache;
+  if (c.use_custom_sdpa) j["use_custom_sdpa"] = true;  // programs without it keep the keys they always had
   j["linear_weights"] = dtype_name(c.linear_weights);
   if (c.quant.active()) {  // float programs keep the keys they always had
     j["qlinear"] = c.quant.qlinear;
@@ -141,6 +142,9 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
     } else if (key == "use_kv_cache") {
       HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_boolean(), "use_kv_cache", "boolean", where));
       c.use_kv_cache = v.get<bool>();
+    } else if (key == "use_custom_sdpa") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_boolean(), "use_custom_sdpa", "boolean", where));
+      c.use_custom_sdpa = v.get<bool>();
     } else if (key == "attention_span") {
       HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_string(), "attention_span", "string", where));
       auto s = parse_attention_span(v.get<std::string>());
@@ -189,6 +193,7 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
       return make_error(ErrorCode::kInvalidArgument,
                         "export config: unknown field '{}'; expected backend, dtype, max_seq_len, dynamic_shapes, "
                         "alloc_graph_input, alloc_graph_output, alloc_mutable_buffers, attention_span, use_kv_cache, "
+                        "use_custom_sdpa, "
                         "linear_weights, qlinear, qlinear_group_size, qembedding, qembedding_group_size, qlinear_skip or "
                         "qparams ({})", key,
                         where);

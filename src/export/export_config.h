@@ -61,6 +61,11 @@ struct ExportConfig {
   /// Decoders: false = no KV cache (--no-kv-cache): forward(input_ids[1, S]) ->
   /// logits[1, S, V] over positions 0..S-1, every call independent.
   bool use_kv_cache = true;
+  /// Decoders: upstream's llama::update_cache / llama::custom_sdpa over
+  /// [1, max_seq_len, kv_heads, head_dim] caches, attention reading only the
+  /// written rows in place (optimum-executorch's --use_custom_sdpa with its
+  /// custom KV cache). The upstream runtime needs extension/llm/custom_ops.
+  bool use_custom_sdpa = false;
   /// Element type of the XNNPACK FullyConnected filters (the linear layers'
   /// weights): fp32, or fp16 (half the bytes per decoded token; activations
   /// stay fp32: XNNPACK's fp32 x fp16 -> fp32 combination). xnnpack only.

@@ -87,12 +87,16 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   bo.dtype = req.config.dtype;
   bo.attend_written_only = req.config.attention_span == AttentionSpan::kWritten;
   bo.kv_cache = req.config.use_kv_cache;
+  bo.custom_sdpa = req.config.use_custom_sdpa;
   bo.exporter_version = fmt::format("hf2pte {}", HF2PTE_VERSION);
   // Encoders (bert, roberta, xlm-roberta, distilbert) and image models have their own builders and contracts.
   auto build = models::is_encoder_checkpoint(ckpt)   ? &models::build_encoder
                : models::is_vision_checkpoint(ckpt)  ? &models::build_vision
                : models::is_whisper_checkpoint(ckpt) ? &models::build_whisper
                                                      : &models::build_model;
+  HF2PTE_CHECK_OR_RETURN(!bo.custom_sdpa || build == &models::build_model, kInvalidArgument,
+                         "--use-custom-sdpa applies to decoder LLMs (llama::custom_sdpa over their KV cache); {} is not one",
+                         req.model_dir);
   HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, build(ckpt, bo));
   for (const auto& w : built.warnings) if (req.on_warning) req.on_warning(w);
   HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(built.program, req.config));

@@ -86,6 +86,14 @@ bool defines_unbacked_size(const Graph& g, const Node& n) {
   return false;
 }
 
+/// True when the op's schema writes an argument that is not one of its outs (`Tensor(a!) cache`).
+bool mutates_an_input(OpId op) {
+  for (const auto& a : op_schema(op).args) {
+    if (a.mutated && !a.is_out) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int eliminate_dead_nodes(Graph& g) {
@@ -98,7 +106,8 @@ int eliminate_dead_nodes(Graph& g) {
     std::vector<Node> kept;
     kept.reserve(nodes.size());
     for (auto& n : nodes) {
-      bool live = n.outputs.empty() || defines_unbacked_size(g, n);  // in-place ops (index_put_) have effects
+      // In-place ops (index_put_, llama::update_cache) have effects even when their outputs go unused.
+      bool live = n.outputs.empty() || defines_unbacked_size(g, n) || mutates_an_input(n.op);
       for (auto v : n.outputs) live |= used.count(v) > 0;
       if (live) {
         kept.push_back(std::move(n));

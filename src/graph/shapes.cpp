@@ -849,6 +849,22 @@ Outs embedding_xbit(const Graph& g, const Args& a, int64_t per_byte) {
 Outs EmbeddingByteOut(const Graph& g, const Args& a) { return embedding_xbit(g, a, 1); }
 Outs Embedding4bitOut(const Graph& g, const Args& a) { return embedding_xbit(g, a, 2); }
 
+// ---- upstream's LLM custom ops (--use-custom-sdpa) ----
+
+Outs LlamaUpdateCacheOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto v, tensor_arg(g, a, 0, "value"));
+  HF2PTE_ASSIGN_OR_RETURN(auto c, tensor_arg(g, a, 1, "cache"));
+  if (v->rank() != 4 || c->rank() != 4) return make_error(ErrorCode::kInternal, "update_cache: value and cache must be 4-D");
+  return one(like(*v, {SymInt(1)}, v->dtype));
+}
+
+Outs LlamaCustomSdpaOut(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto q, tensor_arg(g, a, 0, "query"));
+  HF2PTE_ASSIGN_OR_RETURN(auto k, tensor_arg(g, a, 1, "key"));
+  if (q->rank() != 4 || k->rank() != 4) return make_error(ErrorCode::kInternal, "custom_sdpa: query and key must be 4-D");
+  return one(like(*q, q->sizes, q->dtype));
+}
+
 }  // namespace shapes
 
 namespace {

@@ -217,6 +217,9 @@ struct Shared {
   /// --attention-span written: the written cache width (written_end below); every
   /// layer attends over cache positions [0, end) only. Unset: all max_seq_len.
   std::optional<SymInt> end;
+  /// --use-custom-sdpa: the call's first position (end - S), for llama::update_cache
+  /// and llama::custom_sdpa. Unset: index_put_ caches and the decomposed attention.
+  std::optional<SymInt> start_pos;
 };
 
 /// What differs between full and sliding layers: the mask and (Gemma 3) the RoPE theta.
@@ -225,10 +228,42 @@ struct LayerInputs {
   ValueId mask = -1;
 };
 
+/// --use-custom-sdpa: q [S, heads, hd] and k, v [S, kv_heads, hd] (after RoPE)
+/// viewed as [1, S, H, hd]; upstream's llama::update_cache writes k and v into
+/// [1, max_seq_len, kv_heads, hd] caches at start_pos, and llama::custom_sdpa
+/// attends each query to the cache rows [0, start_pos + s] in place: no
+/// transposes, no mask, no read of unwritten rows.
+Result<ValueId> custom_sdpa_attention(BlockBuilder& b, const LlamaFamilyConfig& c, const LayerWeights& w,
+                                      const Shared& sh, ValueId q, ValueId k, ValueId v, double scale,
+                                      const std::string& p) {
+  Graph& g = b.graph();
+  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
+  HF2PTE_CHECK_OR_RETURN(!c.attn_logit_softcapping && !w.sinks, kNotSupported,
+                         "--use-custom-sdpa: llama::custom_sdpa has no {} ({}); export without the flag",
+                         c.attn_logit_softcapping ? "attention logit softcapping" : "attention sinks", p);
+  const SymInt& S = sh.S;
+  HF2PTE_ASSIGN_OR_RETURN(q, b.op(OpId::ViewCopyOut, {q, IntList{1, S, nh, hd}}, p + ".attn.q_bshd"));
+  HF2PTE_ASSIGN_OR_RETURN(k, b.op(OpId::ViewCopyOut, {k, IntList{1, S, nkv, hd}}, p + ".attn.k_bshd"));
+  HF2PTE_ASSIGN_OR_RETURN(v, b.op(OpId::ViewCopyOut, {v, IntList{1, S, nkv, hd}}, p + ".attn.v_bshd"));
+  TensorType cache_type{b.dtype(), {1, sh.max_seq_len, nkv, hd}, {}};
+  ValueId k_cache = g.add_buffer(p + ".attn.k_cache", cache_type);
+  ValueId v_cache = g.add_buffer(p + ".attn.v_cache", cache_type);
+  HF2PTE_RETURN_IF_ERROR(b.op(OpId::LlamaUpdateCacheOut, {k, k_cache, *sh.start_pos}, p + ".attn.k_update").status());
+  HF2PTE_RETURN_IF_ERROR(b.op(OpId::LlamaUpdateCacheOut, {v, v_cache, *sh.start_pos}, p + ".attn.v_update").status());
+  HF2PTE_ASSIGN_OR_RETURN(ValueId attn, b.op(OpId::LlamaCustomSdpaOut,
+                                             {q, k_cache, v_cache, *sh.start_pos, None{}, 0.0, true, scale},
+                                             p + ".attn.custom_sdpa"));
+  HF2PTE_ASSIGN_OR_RETURN(attn, b.op(OpId::ViewCopyOut, {attn, IntList{S, nh * hd}}, p + ".attn.merge"));
+  return b.linear(attn, w.o, p + ".attn.o_proj");
+}
+
 Result<ValueId> attention_block(BlockBuilder& b, const ArchTraits& arch, const LlamaFamilyConfig& c,
                                 const LayerWeights& w, const Shared& sh, const LayerInputs& in, ValueId h,
                                 const std::string& p) {
   if (w.mla) {
+    HF2PTE_CHECK_OR_RETURN(!sh.start_pos, kNotSupported,
+                           "--use-custom-sdpa: {} has latent attention (compressed KV), which llama::custom_sdpa cannot "
+                           "read; export without the flag", arch.model_type);
     LatentAttentionInputs li{sh.S, sh.cache_position, sh.max_seq_len, sh.kv_cache, sh.end, in.cos, in.sin, in.mask};
     return latent_attention(b, c, *w.mla, w.o, li, h, p);
   }
@@ -274,6 +309,9 @@ Result<ValueId> attention_block(BlockBuilder& b, const ArchTraits& arch, const L
     HF2PTE_ASSIGN_OR_RETURN(q, b.rope(q, in.cos, in.sin, p + ".attn.q_rope"));
     HF2PTE_ASSIGN_OR_RETURN(k, b.rope(k, in.cos, in.sin, p + ".attn.k_rope"));
   }
+  // Gemma 2/3 scale by query_pre_attn_scalar^-0.5 instead of head_dim^-0.5; Granite by attention_multiplier.
+  const double scale = c.attention_multiplier.value_or(1.0 / std::sqrt(c.query_pre_attn_scalar.value_or(double(hd))));
+  if (sh.start_pos) return custom_sdpa_attention(b, c, w, sh, q, k, v, scale, p);
   IntList heads_first{1, 0, 2};
   HF2PTE_ASSIGN_OR_RETURN(q, b.op(OpId::PermuteCopyOut, {q, heads_first}, p + ".attn.q_t"));
   HF2PTE_ASSIGN_OR_RETURN(k, b.op(OpId::PermuteCopyOut, {k, heads_first}, p + ".attn.k_t"));
@@ -301,8 +339,7 @@ Result<ValueId> attention_block(BlockBuilder& b, const ArchTraits& arch, const L
   AttentionOptions ao;
   ao.heads = nh;
   ao.kv_heads = nkv;
-  // Gemma 2/3 scale by query_pre_attn_scalar^-0.5 instead of head_dim^-0.5; Granite by attention_multiplier.
-  ao.scale = c.attention_multiplier.value_or(1.0 / std::sqrt(c.query_pre_attn_scalar.value_or(double(hd))));
+  ao.scale = scale;
   ao.softcap = c.attn_logit_softcapping;
   ao.sinks = w.sinks;
   HF2PTE_ASSIGN_OR_RETURN(ValueId attn, b.attention(q, k_cache, v_cache, in.mask, ao, p + ".attn.sdpa"));
@@ -572,6 +609,18 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
     sh.end = end;
     HF2PTE_RETURN_IF_ERROR(narrow_masks(b, end, &masks));
   }
+  if (opt.custom_sdpa) {
+    HF2PTE_CHECK_OR_RETURN(sh.kv_cache && !opt.attend_written_only, kInvalidArgument,
+                           "--use-custom-sdpa needs the KV cache and the default --attention-span full (custom_sdpa "
+                           "reads only the written positions itself)");
+    HF2PTE_CHECK_OR_RETURN(!any_sliding, kNotSupported,
+                           "--use-custom-sdpa: {} has sliding-window layers, which llama::custom_sdpa cannot mask; "
+                           "export without the flag", arch.model_type);
+    // The first position of the call: positions are consecutive (the LLM
+    // contract), so it is the written end minus S, a size bounded by the cache.
+    HF2PTE_ASSIGN_OR_RETURN(SymInt end, written_end(b, sh, masks.key_pos));
+    sh.start_pos = end - sh.S;
+  }
 
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const bool sliding = c.layer_types[size_t(i)] == AttentionKind::kSliding;
@@ -623,7 +672,7 @@ void set_llm_metadata(const LlmMetadata& md, const BuildOptions& opt, BuiltModel
   if (md.bos_id) m["get_bos_id"] = *md.bos_id;
   if (!md.eos_ids.empty()) m["get_eos_ids"] = md.eos_ids;
   m["use_kv_cache"] = opt.kv_cache;
-  m["use_sdpa_with_kv_cache"] = false;
+  m["use_sdpa_with_kv_cache"] = opt.custom_sdpa;
   m["enable_dynamic_shape"] = true;
   m["get_n_layers"] = md.n_layers;
   m["get_model_type"] = out->model_type;

@@ -220,6 +220,7 @@ Result<BuiltModel> build_mamba(const ArchTraits& arch, Checkpoint& ckpt, const B
                          c.conv_kernel);
   HF2PTE_CHECK_OR_RETURN(!opt.attend_written_only, kInvalidArgument,
                          "--attention-span written does not apply to mamba: it has no attention");
+  HF2PTE_CHECK_OR_RETURN(!opt.custom_sdpa, kInvalidArgument, "--use-custom-sdpa does not apply to mamba: it has no attention");
   BuiltModel out;
   out.model_type = std::string(arch.model_type);
   out.architecture = std::string(arch.architecture);

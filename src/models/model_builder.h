@@ -23,6 +23,11 @@ struct BuildOptions {
   /// (the LLM contract). false: forward(input_ids[1, S]) only, positions 0..S-1,
   /// attention over this call's S tokens, no mutable state (--no-kv-cache).
   bool kv_cache = true;
+  /// Decoders: the caches as [1, max_seq_len, kv_heads, head_dim] written by
+  /// upstream's llama::update_cache and read in place by llama::custom_sdpa
+  /// (optimum-executorch's --use_custom_sdpa --use_custom_kv_cache;
+  /// --use-custom-sdpa). Standard causal attention only.
+  bool custom_sdpa = false;
 };
 
 struct BuiltModel {

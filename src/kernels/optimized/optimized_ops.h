@@ -58,6 +58,8 @@ Status exp_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 /// aten::index_put_ with one 1-D i64 index tensor (the KV-cache write): row
 /// memcpys (else portable).
 Status index_put_(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+/// llama::custom_sdpa.out reading the static cache in place (custom_sdpa.cpp).
+Status custom_sdpa_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
 }  // namespace hf2pte::kernels
 

@@ -33,6 +33,7 @@ constexpr std::array kOptimizedKernels{
     OptimizedKernel{OpId::ConvolutionOut, convolution_out},
     OptimizedKernel{OpId::ClampOut, clamp_out},
     OptimizedKernel{OpId::MeanOut, mean_out},
+    OptimizedKernel{OpId::LlamaCustomSdpaOut, custom_sdpa_out},
 };
 
 }  // namespace
