@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/scalar_type.h"
+#include "kernels/optimized/cpu_features.h"
 #include "kernels/optimized/simd_kernels.h"
 
 namespace hf2pte::kernels {
@@ -100,7 +101,7 @@ const SimdKernels* const* simd_tables(int* count) {
     __builtin_cpu_init();
     Tables r;
     r.t[r.n++] = &generic::kKernels;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    if (cpu_has_avx2_fma_f16c()) {
       r.t[r.n++] = &avx2::kKernels;
     }
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

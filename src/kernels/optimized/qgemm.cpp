@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/optimized/cpu_features.h"
 #include "kernels/optimized/thread_pool.h"
 
 namespace hf2pte::kernels {
@@ -269,7 +270,7 @@ std::vector<const QGemmKernels*> runnable() {
       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma")) {
     r.push_back(&avx512vnni::kQGemm);
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+  if (cpu_has_avx2_fma_f16c()) {
     r.push_back(&avx2::kQGemm);
   }
   r.push_back(&generic::kQGemm);
