@@ -167,8 +167,10 @@ struct TileArgs {
   float* y;
 };
 
-/// Columns col0 .. col0 + 7 of row r (those below n), plus the bias.
-inline void store_out(const TileArgs& t, int64_t r, int64_t col0, __m256 v) {
+/// Columns col0 .. col0 + 7 of row r (those below n), plus the bias; for the
+/// dynamic (TileArgs) and the weight-only (WoArgs) kernels alike.
+template <class Args>
+inline void store_out(const Args& t, int64_t r, int64_t col0, __m256 v) {
   if (col0 >= t.w.n) return;
   const __m256i m = tail_mask(t.w.n - col0);
   if (t.bias != nullptr) v = _mm256_add_ps(v, _mm256_maskload_ps(t.bias + col0, m));
@@ -441,13 +443,6 @@ struct WoArgs {
   float* y;
 };
 
-inline void store_wo(const WoArgs& t, int64_t r, int64_t col0, __m256 v) {
-  if (col0 >= t.w.n) return;
-  const __m256i m = tail_mask(t.w.n - col0);
-  if (t.bias != nullptr) v = _mm256_add_ps(v, _mm256_maskload_ps(t.bias + col0, m));
-  _mm256_maskstore_ps(t.y + r * t.w.n + col0, m, v);
-}
-
 /// Row r of panel p.
 void gemv_wo(const WoArgs& t, int64_t r, int64_t p) {
   const uint8_t* wp = t.w.data.data() + p * t.w.panel_bytes;
@@ -457,8 +452,8 @@ void gemv_wo(const WoArgs& t, int64_t r, int64_t p) {
   for (auto& v : a) v = _mm256_setzero_ps();
   if (t.w.kind != QFilterKind::kInt4Block) {
     wo_run(t.w, wp, x, 0, t.w.kp, a);
-    store_wo(t, r, col0, _mm256_mul_ps(fold_quads(a[0], a[1], a[2], a[3]), _mm256_loadu_ps(t.w.scale.data() + col0)));
-    store_wo(t, r, col0 + 8, _mm256_mul_ps(fold_quads(a[4], a[5], a[6], a[7]), _mm256_loadu_ps(t.w.scale.data() + col0 + 8)));
+    store_out(t, r, col0, _mm256_mul_ps(fold_quads(a[0], a[1], a[2], a[3]), _mm256_loadu_ps(t.w.scale.data() + col0)));
+    store_out(t, r, col0 + 8, _mm256_mul_ps(fold_quads(a[4], a[5], a[6], a[7]), _mm256_loadu_ps(t.w.scale.data() + col0 + 8)));
     return;
   }
   const int64_t g = t.w.group, block_bytes = kQPanel * g / 2 + 2 * kQPanel;
@@ -471,8 +466,8 @@ void gemv_wo(const WoArgs& t, int64_t r, int64_t p) {
     acc0 = _mm256_fmadd_ps(fold_quads(a[0], a[1], a[2], a[3]), load_bf16x8(sc), acc0);
     acc1 = _mm256_fmadd_ps(fold_quads(a[4], a[5], a[6], a[7]), load_bf16x8(sc + 16), acc1);
   }
-  store_wo(t, r, col0, acc0);
-  store_wo(t, r, col0 + 8, acc1);
+  store_out(t, r, col0, acc0);
+  store_out(t, r, col0 + 8, acc1);
 }
 
 /// Half h of panel p as floats, deq[k * 8 + c] = value (times its block's
@@ -521,7 +516,7 @@ void tile_wo_f32(const WoArgs& t, const float* deq, int64_t m0, int64_t col0) {
   }
   const bool channel = t.w.kind != QFilterKind::kInt4Block;
   HF2PTE_UNROLL for (int r = 0; r < MR; ++r) {
-    store_wo(t, m0 + r, col0, channel ? _mm256_mul_ps(acc[r], _mm256_loadu_ps(t.w.scale.data() + col0)) : acc[r]);
+    store_out(t, m0 + r, col0, channel ? _mm256_mul_ps(acc[r], _mm256_loadu_ps(t.w.scale.data() + col0)) : acc[r]);
   }
 }
 
