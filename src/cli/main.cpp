@@ -321,7 +321,9 @@ int main(int argc, char** argv) {
   ex->add_option("model_dir", ea.model_dir, "Hugging Face checkpoint folder")->required();
   ex->add_option("-o,--output", ea.output, "output .pte file")->required();
   ex->add_option("--backend", ea.backend, "xnnpack (default) | portable");
-  ex->add_option("--dtype", ea.dtype, "fp32 (the program's float type)");
+  ex->add_option("--dtype", ea.dtype,
+                 "fp32 (default) | bf16 | fp16: the program's float type (weights, activations, KV cache); norms, "
+                 "softmax and MoE routing compute in f32, logits are f32 (decoder LLMs; portable kernels)");
   ex->add_option("--max-seq-len", ea.max_seq_len, "maximum sequence length (KV cache size)");
   ex->add_option("--attention-span", ea.attention_span,
                  "full (default): attend over the whole KV cache, masked | written: only positions [0, last written + 1)");

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "core/half.h"
+
 namespace hf2pte {
 
 enum class ScalarType : int8_t {
@@ -35,11 +37,9 @@ std::string_view scalar_type_name(ScalarType t);
 /// True for the c10 codes we know (a .pte byte outside this set is invalid).
 bool is_known_scalar_type(int code);
 bool is_floating(ScalarType t);
+/// `v` rounded to float type `t` (f32, or f16/bf16 through f32) and widened back;
+/// `v` itself for every other type.
+double round_to(ScalarType t, double v);
 
-/// IEEE half / bfloat16 <-> float conversions (round-to-nearest-even on narrowing).
-float bf16_to_float(uint16_t v);
-uint16_t float_to_bf16(float f);
-float half_to_float(uint16_t v);
-uint16_t float_to_half(float f);
 
 }  // namespace hf2pte

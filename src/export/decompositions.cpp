@@ -73,17 +73,15 @@ ValueId bool_table(Graph& g, std::vector<int64_t> sizes, const std::vector<uint8
   return table_constant<uint8_t>(g, ScalarType::kBool, std::move(sizes), v, name, origin);
 }
 
-/// A 0-d constant of `dtype` holding `value` (f32, i64, i32 or bool).
-Result<ValueId> typed_scalar(Graph& g, ScalarType dtype, double value, const std::string& name) {
-  const std::string origin = fmt::format("scalar {}", value);
-  switch (dtype) {
-    case ScalarType::kFloat: return table_constant<float>(g, dtype, {}, {float(value)}, name, origin);
-    case ScalarType::kLong: return table_constant<int64_t>(g, dtype, {}, {int64_t(value)}, name, origin);
-    case ScalarType::kInt: return table_constant<int32_t>(g, dtype, {}, {int32_t(value)}, name, origin);
-    case ScalarType::kBool: return table_constant<uint8_t>(g, dtype, {}, {uint8_t(value != 0)}, name, origin);
-    default: break;
-  }
-  return make_error(ErrorCode::kNotSupported, "no {} constants in decompositions", scalar_type_name(dtype));
+/// A 0-d constant of `dtype` holding `value` (any float type, i64, i32 or bool).
+ValueId typed_scalar(Graph& g, ScalarType dtype, double value, const std::string& name) {
+  return g.add_constant(name, graph::ConstantData::scalar(dtype, value));
+}
+
+/// A constant of float type `dtype` (f32 / f16 / bf16) holding `values`.
+ValueId float_table(Graph& g, ScalarType dtype, std::vector<int64_t> sizes, const std::vector<double>& values,
+                    const std::string& name, const std::string& origin) {
+  return g.add_constant(name, graph::ConstantData::from_values(dtype, std::move(sizes), values, origin));
 }
 
 /// An integer argument that must be a compile-time constant.
@@ -98,11 +96,6 @@ Result<int> node_dim(const Graph& g, ValueId x, const Arg& a) {
   return graph::normalize_dim(d, g.type(x).rank());
 }
 
-ValueId scalar_constant(Graph& g, ScalarType dtype, float value, const std::string& name) {
-  std::vector<uint8_t> bytes(sizeof(float));
-  std::memcpy(bytes.data(), &value, sizeof(float));
-  return g.add_constant(name, graph::ConstantData::from_bytes(dtype, {}, std::move(bytes), fmt::format("scalar {}", value)));
-}
 
 // linear(x, W, b) -> view(addmm(b, view(x, [M, K]), W^T) | mm(...), [..., N])
 // W^T is produced at export when W is a streamed constant; otherwise permute_copy.
@@ -134,6 +127,10 @@ Replacement linear_to_mm(Graph& g, const Node& n) {
 }
 
 // rms_norm(x, w, eps) -> x * rsqrt(mean(x^2, -1, keepdim) + eps) * w
+// A 16-bit x is normalised in f32, as HF's RMSNorms do (hidden_states.to(float32)):
+// an f16/bf16 weight then multiplies the result cast back to x's dtype (Llama:
+// weight * hidden.to(input_dtype)); an f32 weight multiplies in f32 before the
+// cast (Gemma: (normed * (1 + w.float())).type_as(x)).
 Replacement rms_norm_to_primitives(Graph& g, const Node& n) {
   if (n.op != OpId::RmsNorm) return no_match();
   ValueId x = std::get<ValueId>(n.args[0]);
@@ -143,14 +140,32 @@ Replacement rms_norm_to_primitives(Graph& g, const Node& n) {
   }
   double eps = std::holds_alternative<double>(n.args[3]) ? std::get<double>(n.args[3])
                                                          : double(std::numeric_limits<float>::epsilon());
+  const ScalarType dt = g.type(x).dtype;
+  const bool upcast = dt != ScalarType::kFloat;
+  const ValueId* w = std::get_if<ValueId>(&n.args[2]);
+  const bool f32_weight = w != nullptr && g.type(*w).dtype == ScalarType::kFloat;
+  if (upcast) { HF2PTE_ASSIGN_OR_RETURN(x, g.add(OpId::ToCopy, {x, ScalarType::kFloat}, n.name + ".f32")); }
   HF2PTE_ASSIGN_OR_RETURN(ValueId sq, g.add(OpId::PowTensorScalarOut, {x, 2.0}, n.name + ".sq"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId ms, g.add(OpId::MeanOut, {sq, IntList{-1}, true}, n.name + ".mean"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId ve, g.add(OpId::AddScalarOut, {ms, eps}, n.name + ".var_eps"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId r, g.add(OpId::RsqrtOut, {ve}, n.name + ".rstd"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId y, g.add(OpId::MulOut, {x, r}, n.name + (std::holds_alternative<None>(n.args[2]) ? "" : ".normed")));
-  if (const auto* w = std::get_if<ValueId>(&n.args[2])) {
-    HF2PTE_ASSIGN_OR_RETURN(y, g.add(OpId::MulOut, {*w, y}, n.name));
-  }
+  const bool last_is_cast = upcast && (w == nullptr || f32_weight);
+  HF2PTE_ASSIGN_OR_RETURN(ValueId y, g.add(OpId::MulOut, {x, r}, n.name + (w == nullptr && !upcast ? "" : ".normed")));
+  if (w != nullptr && f32_weight) { HF2PTE_ASSIGN_OR_RETURN(y, g.add(OpId::MulOut, {*w, y}, n.name + (upcast ? ".scaled" : ""))); }
+  if (upcast) { HF2PTE_ASSIGN_OR_RETURN(y, g.add(OpId::ToCopy, {y, dt}, n.name + (last_is_cast ? "" : ".cast"))); }
+  if (w != nullptr && !f32_weight) { HF2PTE_ASSIGN_OR_RETURN(y, g.add(OpId::MulOut, {*w, y}, n.name)); }
+  return replaced_by(y);
+}
+
+// _to_copy(x, dtype) -> _to_dim_order_copy.out into an out of `dtype` (upstream's
+// MemoryFormatOpsPass); a cast to x's own dtype is x itself.
+Replacement to_copy_to_dim_order_copy(Graph& g, const Node& n) {
+  if (n.op != OpId::ToCopy) return no_match();
+  ValueId x = std::get<ValueId>(n.args[0]);
+  const ScalarType* dt = std::get_if<ScalarType>(&n.args[1]);
+  if (dt == nullptr || *dt == g.type(x).dtype) return replaced_by(x);
+  HF2PTE_ASSIGN_OR_RETURN(ValueId y, g.add(OpId::ToDimOrderCopyOut, {x, false, None{}}, n.name));
+  g.mutable_value(y).type.dtype = *dt;
   return replaced_by(y);
 }
 
@@ -252,7 +267,7 @@ Replacement sdpa_to_math(Graph& g, const Node& n) {
     HF2PTE_ASSIGN_OR_RETURN(ValueId m, contiguous_view(g, *mask, m5, n.name + ".mask5"));
     HF2PTE_ASSIGN_OR_RETURN(ValueId s5, view(g, scores, {lead, hkv, group, L, S}, n.name + ".scores5"));
     if (mt.dtype == ScalarType::kBool) {
-      ValueId ninf = scalar_constant(g, g.type(scores).dtype, -std::numeric_limits<float>::infinity(), n.name + ".neg_inf");
+      ValueId ninf = typed_scalar(g, g.type(scores).dtype, -std::numeric_limits<double>::infinity(), n.name + ".neg_inf");
       HF2PTE_ASSIGN_OR_RETURN(s5, g.add(OpId::WhereSelfOut, {m, s5, ninf}, n.name + ".masked"));
     } else {
       HF2PTE_ASSIGN_OR_RETURN(s5, g.add(OpId::AddOut, {s5, m}, n.name + ".masked"));
@@ -340,7 +355,7 @@ Replacement topk_to_argsort_gather(Graph& g, const Node& n) {
   for (int64_t i = 0; i < N; ++i) iota[size_t(i)] = i;
   ValueId pos = table_constant<int64_t>(g, ScalarType::kLong, {N, 1}, iota, n.name + ".pos", fmt::format("arange({}) [{}, 1]", N, N));
   ValueId idx_i = table_constant<int64_t>(g, ScalarType::kLong, {N}, iota, n.name + ".iota", fmt::format("arange({})", N));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId zero, typed_scalar(g, ScalarType::kLong, 0, n.name + ".zero"));
+  ValueId zero = typed_scalar(g, ScalarType::kLong, 0, n.name + ".zero");
   HF2PTE_ASSIGN_OR_RETURN(ValueId at, g.add(OpId::EqTensorOut, {rank_row, pos}, n.name + ".at"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId who, g.add(OpId::WhereSelfOut, {at, idx_i, zero}, n.name + ".who"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId order, g.add(OpId::SumIntListOut, {who, IntList{-1}, false, ScalarType::kLong}, n.name + ".argsort"));
@@ -406,18 +421,18 @@ Replacement avg_pool2d_to_depthwise_conv(Graph& g, const Node& n) {
   std::optional<int64_t> divisor;
   if (!std::holds_alternative<None>(n.args[6])) { HF2PTE_ASSIGN_OR_RETURN(divisor, const_int(n.args[6], "divisor_override")); }
   if (divisor && *divisor == 0) return make_error(ErrorCode::kInvalidInput, "avg_pool2d: divisor_override must be non-zero");
-  std::vector<float> count(static_cast<size_t>(out[0] * out[1]));
+  std::vector<double> count(static_cast<size_t>(out[0] * out[1]));
   for (int64_t i = 0; i < out[0]; ++i) {
     for (int64_t j = 0; j < out[1]; ++j) {
       int64_t h0 = i * ss[0] - pp[0], w0 = j * ss[1] - pp[1];
       int64_t h1 = std::min(h0 + kk[0], in[0] + pp[0]), w1 = std::min(w0 + kk[1], in[1] + pp[1]);
       if (!include_pad) h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0), h1 = std::min(h1, in[0]), w1 = std::min(w1, in[1]);
-      count[size_t(i * out[1] + j)] = float((h1 - h0) * (w1 - w0));
+      count[size_t(i * out[1] + j)] = double((h1 - h0) * (w1 - w0));
     }
   }
-  if (!divisor && std::all_of(count.begin(), count.end(), [&](float c) { return c == count[0]; })) divisor = int64_t(count[0]);
-  std::vector<float> w(static_cast<size_t>(C * kk[0] * kk[1]), divisor ? float(1.0 / double(*divisor)) : 1.0f);
-  ValueId wc = table_constant<float>(g, xt.dtype, {C, 1, kk[0], kk[1]}, w, n.name + ".weight",
+  if (!divisor && std::all_of(count.begin(), count.end(), [&](double c) { return c == count[0]; })) divisor = int64_t(count[0]);
+  std::vector<double> w(static_cast<size_t>(C * kk[0] * kk[1]), divisor ? 1.0 / double(*divisor) : 1.0);
+  ValueId wc = float_table(g, xt.dtype, {C, 1, kk[0], kk[1]}, w, n.name + ".weight",
                                      divisor ? fmt::format("ones/{} [{}, 1, {}, {}]", *divisor, C, kk[0], kk[1])
                                              : fmt::format("ones [{}, 1, {}, {}]", C, kk[0], kk[1]));
   ValueId x4 = x;
@@ -430,7 +445,7 @@ Replacement avg_pool2d_to_depthwise_conv(Graph& g, const Node& n) {
     for (const auto& z : zs) zsizes.push_back(z.constant_value());
     int64_t zn = 1;
     for (auto z : zsizes) zn *= z;
-    ValueId zeros = table_constant<float>(g, xt.dtype, zsizes, std::vector<float>(static_cast<size_t>(zn), 0.0f),
+    ValueId zeros = float_table(g, xt.dtype, zsizes, std::vector<double>(static_cast<size_t>(zn), 0.0),
                                           fmt::format("{}.zeros{}", n.name, i), "zeros (ceil_mode)");
     HF2PTE_ASSIGN_OR_RETURN(x4, g.add(OpId::CatOut, {graph::TensorList{x4, zeros}, int64_t(2 + i)}, fmt::format("{}.extend{}", n.name, i)));
   }
@@ -439,7 +454,7 @@ Replacement avg_pool2d_to_depthwise_conv(Graph& g, const Node& n) {
                                             IntList{0, 0}, SymInt(C)},
                                            n.name + (divisor && r == 4 ? "" : ".sum")));
   if (!divisor) {
-    ValueId cc = table_constant<float>(g, xt.dtype, {out[0], out[1]}, count, n.name + ".count",
+    ValueId cc = float_table(g, xt.dtype, {out[0], out[1]}, count, n.name + ".count",
                                        fmt::format("window sizes [{}, {}]", out[0], out[1]));
     HF2PTE_ASSIGN_OR_RETURN(y, g.add(OpId::DivOut, {y, cc}, n.name + (r == 4 ? "" : ".avg")));
   }
@@ -568,7 +583,9 @@ Replacement cumulative_to_masked_reduce(Graph& g, const Node& n, bool is_max) {
   double fill;
   switch (xt.dtype) {
     // -inf / +inf rather than the seed's finfo min/max: exact when x itself holds -inf / +inf.
-    case ScalarType::kFloat: fill = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity(); break;
+    case ScalarType::kFloat:
+    case ScalarType::kHalf:
+    case ScalarType::kBFloat16: fill = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity(); break;
     case ScalarType::kLong: fill = is_max ? double(std::numeric_limits<int64_t>::min()) : double(std::numeric_limits<int64_t>::max()); break;
     default: return make_error(ErrorCode::kNotSupported, "cummax/cummin of {}; expected f32 or i64", scalar_type_name(xt.dtype));
   }
@@ -580,7 +597,7 @@ Replacement cumulative_to_masked_reduce(Graph& g, const Node& n, bool is_max) {
     fill_v = table_constant<int64_t>(g, ScalarType::kLong, {}, {is_max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max()},
                                      n.name + ".fill", is_max ? "i64 min" : "i64 max");
   } else {
-    HF2PTE_ASSIGN_OR_RETURN(fill_v, typed_scalar(g, xt.dtype, fill, n.name + ".fill"));
+    fill_v = typed_scalar(g, xt.dtype, fill, n.name + ".fill");
   }
   HF2PTE_ASSIGN_OR_RETURN(ValueId xj, contiguous_view(g, x, {outer, 1, N, inner}, n.name + ".xj"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId masked, g.add(OpId::WhereSelfOut, {mask, xj, fill_v}, n.name + ".masked"));
@@ -589,12 +606,12 @@ Replacement cumulative_to_masked_reduce(Graph& g, const Node& n, bool is_max) {
   // Indices: the last j <= i where x[j] equals the running value.
   HF2PTE_ASSIGN_OR_RETURN(ValueId vi, g.add(OpId::ViewCopyOut, {v3, IntList{outer, N, 1, inner}}, n.name + ".vi"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId hit, g.add(OpId::EqTensorOut, {xj, vi}, n.name + ".hit"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId no, typed_scalar(g, ScalarType::kBool, 0, n.name + ".false"));
+  ValueId no = typed_scalar(g, ScalarType::kBool, 0, n.name + ".false");
   HF2PTE_ASSIGN_OR_RETURN(ValueId kept, g.add(OpId::WhereSelfOut, {mask, hit, no}, n.name + ".kept"));
   std::vector<int64_t> iota(static_cast<size_t>(N));
   for (int64_t j = 0; j < N; ++j) iota[size_t(j)] = j;
   ValueId pos = table_constant<int64_t>(g, ScalarType::kLong, {N, 1}, iota, n.name + ".pos", fmt::format("arange({}) [{}, 1]", N, N));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId none, typed_scalar(g, ScalarType::kLong, -1, n.name + ".none"));
+  ValueId none = typed_scalar(g, ScalarType::kLong, -1, n.name + ".none");
   HF2PTE_ASSIGN_OR_RETURN(ValueId cand, g.add(OpId::WhereSelfOut, {kept, pos, none}, n.name + ".cand"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId i3, g.add(OpId::AmaxOut, {cand, IntList{2}, false}, n.name + ".indices3"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId indices, view(g, i3, xt.sizes, n.name + ".indices"));
@@ -623,14 +640,14 @@ Replacement bernoulli_to_rand_lt(Graph& g, const Node& n) {
   if (xt.dtype != ScalarType::kFloat) return make_error(ErrorCode::kNotSupported, "bernoulli of {}; expected f32", xt.str());
   ValueId p;
   if (n.op == OpId::BernoulliP) {
-    p = scalar_constant(g, xt.dtype, float(std::get<double>(n.args[1])), n.name + ".p");
+    p = typed_scalar(g, xt.dtype, std::get<double>(n.args[1]), n.name + ".p");
   } else {
     HF2PTE_ASSIGN_OR_RETURN(p, contiguous(g, std::get<ValueId>(n.args[0]), n.name + ".contiguous"));
   }
   HF2PTE_ASSIGN_OR_RETURN(ValueId u, g.add(OpId::RandOut, {IntList(xt.sizes)}, n.name + ".uniform"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId hit, g.add(OpId::LtTensorOut, {u, p}, n.name + ".hit"));
-  ValueId one = scalar_constant(g, xt.dtype, 1.0f, n.name + ".one");
-  ValueId zero = scalar_constant(g, xt.dtype, 0.0f, n.name + ".zero");
+  ValueId one = typed_scalar(g, xt.dtype, 1.0, n.name + ".one");
+  ValueId zero = typed_scalar(g, xt.dtype, 0.0, n.name + ".zero");
   HF2PTE_ASSIGN_OR_RETURN(ValueId y, g.add(OpId::WhereSelfOut, {hit, one, zero}, n.name));
   return replaced_by(y);
 }
@@ -721,7 +738,8 @@ struct SourcedRule {
 std::vector<RuleSet> all_rule_sets() {
   return {
       {"fused", {{"linear_to_mm", linear_to_mm}, {"rms_norm_to_primitives", rms_norm_to_primitives},
-                 {"silu_to_sigmoid_mul", silu_to_sigmoid_mul}, {"sdpa_to_math", sdpa_to_math}}},
+                 {"silu_to_sigmoid_mul", silu_to_sigmoid_mul}, {"sdpa_to_math", sdpa_to_math},
+                 {"to_copy_to_dim_order_copy", to_copy_to_dim_order_copy}}},
       {"all", {{"detach_to_identity", detach_to_identity},
                {"bucketize_to_compare_sum", bucketize_to_compare_sum},
                {"searchsorted_to_compare_sum", searchsorted_to_compare_sum},

@@ -100,6 +100,17 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, build(ckpt, bo));
   for (const auto& w : built.warnings) if (req.on_warning) req.on_warning(w);
   HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(built.program, req.config));
+  // A 16-bit program is validated against the fp32 model too (its constants
+  // are streaming recipes, so the second build holds no weights).
+  const bool half = req.config.dtype == ScalarType::kHalf || req.config.dtype == ScalarType::kBFloat16;
+  std::optional<graph::Program> fp32_model;
+  if (half) {
+    models::BuildOptions bo32 = bo;
+    bo32.dtype = ScalarType::kFloat;
+    HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel m32, build(ckpt, bo32));
+    HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(m32.program, req.config));
+    fp32_model = std::move(m32.program);
+  }
   // Every program says how it was made.
   built.program.constant_methods["get_export_config"] = config_to_json(req.config).dump();
 
@@ -125,7 +136,8 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
     // compared with the float model built before it), taken once decomposed:
     // its float ops are then the program's, so the per-token rounding sees the
     // same activations wherever the program runs portable kernels.
-    if (stage == "decompose" && req.config.quant.active()) quantized_reference = p;
+    // 16-bit programs likewise: the decomposed graph holds the casts the program runs.
+    if (stage == "decompose" && (req.config.quant.active() || half)) quantized_reference = p;
     if (req.on_text && (dump == "all" || dump == stage)) {
       for (const auto& g : p.methods) req.on_text(fmt::format("// after stage {}\n{}", stage, g.to_string()));
     }
@@ -193,9 +205,16 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
                   (req.config.validate == ExportConfig::Validate::kAuto && s.constant_bytes <= ExportConfig::kAutoValidateBytes);
   if (validate) {
     progress({"validate", 0, 0});
+    const graph::Program* float_model = fp32_model ? &*fp32_model : quantized_reference ? &unlowered : nullptr;
+    std::optional<double> float_tolerance;
+    // Expert routing is discrete: a near tie may go the other way at 16 bits, which
+    // no tolerance bounds, so MoE programs report their distance to fp32 instead.
+    if (half && !built.routed_experts) {
+      float_tolerance = req.config.dtype == ScalarType::kHalf ? kFp16ModelTolerance : kBf16ModelTolerance;
+    }
     auto v = validate_export(quantized_reference ? *quantized_reference : unlowered, staged,
                              req.config.linear_weights == ScalarType::kHalf ? kFp16WeightsTolerance : kFp32Tolerance,
-                             quantized_reference ? &unlowered : nullptr);
+                             float_model, float_tolerance);
     if (!v) return discard(v.status().with_context("validation"));
     validation = v->report;
     if (!v->ok) return discard(make_error(ErrorCode::kInternal, "validation failed: {}", v->message));

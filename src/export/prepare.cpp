@@ -1,5 +1,7 @@
 #include "export/stages.h"
 
+#include <fmt/format.h>
+
 namespace hf2pte::exp {
 
 Status prepare_backend(graph::Program& p, const ExportConfig& c, StageLog& log) {
@@ -10,9 +12,11 @@ Status prepare_backend(graph::Program& p, const ExportConfig& c, StageLog& log) 
     return make_error(ErrorCode::kNotSupported, "backend '{}' is not available yet; use --backend portable or xnnpack",
                       backend_name(c.backend));
   }
-  if (c.dtype != ScalarType::kFloat) {
-    return make_error(ErrorCode::kNotSupported, "dtype {} is not available yet for the {} backend; use fp32",
-                      scalar_type_name(c.dtype), backend_name(c.backend));
+  const bool half = c.dtype == ScalarType::kHalf || c.dtype == ScalarType::kBFloat16;
+  if (half && c.quant.active()) {
+    return make_error(ErrorCode::kNotSupported,
+                      "--qlinear/--qembedding with --dtype {} is not supported yet; quantize an fp32 program",
+                      dtype_name(c.dtype));
   }
   if (c.linear_weights != ScalarType::kFloat && c.backend != Backend::kXnnpack) {
     return make_error(ErrorCode::kInvalidArgument,
@@ -20,8 +24,20 @@ Status prepare_backend(graph::Program& p, const ExportConfig& c, StageLog& log) 
                       "backend runs fp32 weights only",
                       dtype_name(c.linear_weights), backend_name(c.backend));
   }
-  log.notes.push_back(std::string("backend ") + backend_name(c.backend) + ", dtype fp32, linear weights " +
-                      dtype_name(c.linear_weights));
+  if (c.linear_weights != ScalarType::kFloat && half) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--linear-weights {} applies to fp32 programs; with --dtype {} every weight is already {}",
+                      dtype_name(c.linear_weights), dtype_name(c.dtype), dtype_name(c.dtype));
+  }
+  if (half && c.backend == Backend::kXnnpack) {
+    // The partitioner claims f32 nodes only (docs/decisions.md, "Half-precision programs").
+    log.warnings.push_back(fmt::format(
+        "--dtype {}: XNNPACK delegation of 16-bit graphs is not implemented yet; every op runs on the portable "
+        "kernels (use --backend portable to say so, or fp32 for XNNPACK)",
+        dtype_name(c.dtype)));
+  }
+  log.notes.push_back(fmt::format("backend {}, dtype {}, linear weights {}", backend_name(c.backend),
+                                  dtype_name(c.dtype), dtype_name(c.linear_weights)));
   (void)p;
   return Status::ok();
 }

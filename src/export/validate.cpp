@@ -48,6 +48,8 @@ std::vector<double> as_doubles(const HostTensor& t) {
   std::vector<double> out(size_t(t.numel()));
   for (size_t i = 0; i < out.size(); ++i) {
     if (t.dtype == ScalarType::kFloat) out[i] = t.data<float>()[i];
+    else if (t.dtype == ScalarType::kBFloat16) out[i] = bf16_to_float(t.data<uint16_t>()[i]);
+    else if (t.dtype == ScalarType::kHalf) out[i] = half_to_float(t.data<uint16_t>()[i]);
     else if (t.dtype == ScalarType::kLong) out[i] = double(t.data<int64_t>()[i]);
     else if (t.dtype == ScalarType::kBool) out[i] = t.bytes[i] ? 1.0 : 0.0;
   }
@@ -74,7 +76,8 @@ nlohmann::ordered_json agreement(const HostTensor& got, const HostTensor& ref) {
 }  // namespace
 
 Result<ValidationResult> validate_export(const graph::Program& unlowered, const std::string& pte_path,
-                                         double rel_tolerance, const graph::Program* float_model) {
+                                         double rel_tolerance, const graph::Program* float_model,
+                                         std::optional<double> float_model_tolerance) {
   ValidationResult result;
   result.report = nlohmann::ordered_json::object();
   // Programs exported with --backend xnnpack hold XnnpackBackend delegates.
@@ -117,6 +120,25 @@ Result<ValidationResult> validate_export(const graph::Program& unlowered, const 
       outs.push_back({{"output", o}, {"max_abs_diff", shape_ok ? diff : INFINITY}, {"tolerance", tol},
                       {"shape_matches", shape_ok}, {"within", "tolerance"}});
       if (!vs_float.is_null()) outs.back()["vs_float_model"] = vs_float;
+      if (float_model_tolerance && o < float_expected.size()) {
+        // A 16-bit program against the fp32 model: the check that matters (the
+        // comparison above only proves the kernels compute the 16-bit graph).
+        auto f = as_doubles(float_expected[o]);
+        double fmax = 0, fdiff = 0;
+        bool same = got.sizes == float_expected[o].sizes && a.size() == f.size();
+        for (size_t i = 0; same && i < a.size(); ++i) {
+          fmax = std::max(fmax, std::fabs(f[i]));
+          const double d = std::fabs(a[i] - f[i]);
+          fdiff = std::isnan(d) ? INFINITY : std::max(fdiff, d);
+        }
+        const double ftol = *float_model_tolerance * std::max(1.0, fmax);
+        outs.back()["vs_float_model_tolerance"] = ftol;
+        if (!same || !(fdiff <= ftol)) {
+          result.ok = false;
+          result.message = fmt::format("output {} of {} differs from the fp32 model by {:.3g} (16-bit tolerance {:.3g})",
+                                       o, g.name(), same ? fdiff : INFINITY, ftol);
+        }
+      }
       // Dynamically quantized activations: two float orders can round one
       // activation at a tie to different neighbours (a full step), which no
       // float tolerance absorbs and which grows likelier with model size. Such

@@ -1,4 +1,5 @@
 #include <cctype>
+#include <optional>
 #include <string>
 #include <unordered_set>
 
@@ -22,6 +23,40 @@ std::string layer_of(const std::string& node_name) {
     if (end > at + 7 && (end == node_name.size() || node_name[end] == '.')) return node_name.substr(0, end);
   }
   return "";
+}
+
+/// Ops whose tensor operands upstream's kernels expect in one float dtype
+/// (they reject or promote mixed f32/f16/bf16): builders must cast explicitly.
+bool needs_one_float_dtype(OpId op) {
+  switch (op) {
+    case OpId::AddOut: case OpId::SubOut: case OpId::MulOut: case OpId::DivOut: case OpId::MaximumOut:
+    case OpId::WhereSelfOut: case OpId::MmOut: case OpId::BmmOut: case OpId::AddmmOut: case OpId::CatOut:
+    case OpId::IndexPut_: case OpId::LeTensorOut: case OpId::LtTensorOut: case OpId::GtTensorOut:
+    case OpId::GeTensorOut: case OpId::EqTensorOut:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// The float dtype shared by the float tensor operands of `n`, or an error naming both.
+Status check_one_float_dtype(const graph::Graph& g, const graph::Node& n) {
+  std::optional<ScalarType> seen;
+  auto visit = [&](graph::ValueId v) -> Status {
+    const ScalarType t = g.type(v).dtype;
+    if (!is_floating(t)) return Status::ok();
+    if (seen && *seen != t) {
+      return make_error(ErrorCode::kInternal, "mixes {} and {} operands (%{}); cast one explicitly",
+                        scalar_type_name(*seen), scalar_type_name(t), g.value(v).name);
+    }
+    seen = t;
+    return Status::ok();
+  };
+  for (const auto& a : n.args) {
+    if (const auto* id = std::get_if<graph::ValueId>(&a)) HF2PTE_RETURN_IF_ERROR(visit(*id));
+    if (const auto* l = std::get_if<graph::TensorList>(&a)) for (auto v : *l) HF2PTE_RETURN_IF_ERROR(visit(v));
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -53,6 +88,9 @@ Status verify_program(const graph::Program& p, const ExportConfig& c, StageLog& 
         if (const auto* id = std::get_if<graph::ValueId>(&a)) HF2PTE_RETURN_IF_ERROR(check(*id));
         if (const auto* l = std::get_if<graph::TensorList>(&a)) for (auto v : *l) HF2PTE_RETURN_IF_ERROR(check(v));
         if (const auto* l = std::get_if<graph::OptTensorList>(&a)) for (auto v : *l) if (v) HF2PTE_RETURN_IF_ERROR(check(*v));
+      }
+      if (needs_one_float_dtype(n.op)) {
+        if (auto st = check_one_float_dtype(g, n); !st) return st.with_context(where());
       }
       // Shapes recorded on the outputs must still be what the op computes.
       // (Given the node's first output, data-dependent sizes get the same names.)

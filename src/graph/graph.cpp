@@ -65,6 +65,31 @@ ConstantData ConstantData::from_bytes(ScalarType dtype, std::vector<int64_t> siz
   return c;
 }
 
+ConstantData ConstantData::from_values(ScalarType dtype, std::vector<int64_t> sizes, const std::vector<double>& values,
+                                       std::string origin) {
+  const size_t es = element_size(dtype);
+  std::vector<uint8_t> bytes(values.size() * es);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint8_t* p = bytes.data() + i * es;
+    const double v = values[i];
+    auto put = [p](auto x) { std::memcpy(p, &x, sizeof x); };
+    switch (dtype) {
+      case ScalarType::kFloat: put(float(v)); break;
+      case ScalarType::kHalf: put(float_to_half(float(v))); break;
+      case ScalarType::kBFloat16: put(float_to_bf16(float(v))); break;
+      case ScalarType::kLong: put(int64_t(v)); break;
+      case ScalarType::kInt: put(int32_t(v)); break;
+      case ScalarType::kBool: put(uint8_t(v != 0)); break;
+      default: break;  // builders make no other dtype (its bytes stay zero)
+    }
+  }
+  return from_bytes(dtype, std::move(sizes), std::move(bytes), std::move(origin));
+}
+
+ConstantData ConstantData::scalar(ScalarType dtype, double value) {
+  return from_values(dtype, {}, {value}, fmt::format("scalar {}", value));
+}
+
 SymInt Graph::add_dim(const std::string& name, int64_t min, int64_t max) {
   dims_[name] = DimRange{min, max};
   return SymInt::dim(name);

@@ -74,6 +74,12 @@ struct ConstantData {
   /// A constant holding `bytes` (small synthesized tensors: tables, scalars).
   static ConstantData from_bytes(ScalarType dtype, std::vector<int64_t> sizes, std::vector<uint8_t> bytes,
                                  std::string origin);
+  /// A constant of `dtype` holding `values`, f32 rounded to nearest even (f16/bf16
+  /// through f32, as torch.tensor(v, dtype) does), i64/i32 truncated toward zero, bool as != 0.
+  static ConstantData from_values(ScalarType dtype, std::vector<int64_t> sizes, const std::vector<double>& values,
+                                  std::string origin);
+  /// A 0-d constant of `dtype` (origin "scalar <value>").
+  static ConstantData scalar(ScalarType dtype, double value);
 };
 
 enum class ValueRole {

@@ -56,6 +56,8 @@ ScalarType promote(ScalarType a, ScalarType b) {
   if (is_floating(b) && !is_floating(a)) return b;
   if (a == ScalarType::kBool) return b;
   if (b == ScalarType::kBool) return a;
+  // f16 with bf16: neither holds the other, so ATen promotes to f32.
+  if (element_size(a) == element_size(b) && is_floating(a)) return ScalarType::kFloat;
   return element_size(a) >= element_size(b) ? a : b;
 }
 
@@ -153,6 +155,11 @@ Outs ToDimOrderCopyOut(const Graph& g, const Args& a) {
 }
 Outs SoftmaxOut(const Graph& g, const Args& a) { return same_as_first(g, a); }
 Outs Silu(const Graph& g, const Args& a) { return same_as_first(g, a); }
+Outs ToCopy(const Graph& g, const Args& a) {
+  HF2PTE_ASSIGN_OR_RETURN(auto outs, same_as_first(g, a));
+  if (const auto* dt = a.size() > 1 ? std::get_if<ScalarType>(&a[1]) : nullptr) std::get<TensorType>(outs[0]).dtype = *dt;
+  return outs;
+}
 Outs RmsNorm(const Graph& g, const Args& a) { return same_as_first(g, a); }
 
 Outs WhereSelfOut(const Graph& g, const Args& a) {
@@ -869,6 +876,17 @@ Outs LlamaCustomSdpaOut(const Graph& g, const Args& a) {
 
 namespace {
 
+// _to_dim_order_copy.out converts to its out's dtype, which no argument
+// states: a node made by the cast lowering keeps the dtype its out was given
+// (Graph::add makes the out in the input's dtype).
+Outs to_dim_order_copy_types(const Graph& g, const Args& a, ValueId first_output) {
+  HF2PTE_ASSIGN_OR_RETURN(auto outs, shapes::ToDimOrderCopyOut(g, a));
+  if (size_t(first_output) < g.num_values() && g.value(first_output).role == ValueRole::kActivation) {
+    std::get<TensorType>(outs[0]).dtype = g.type(first_output).dtype;
+  }
+  return outs;
+}
+
 struct DataDependentShape {
   OpId op;
   Outs (*fn)(const Graph&, const Args&, ValueId first_output);
@@ -876,6 +894,7 @@ struct DataDependentShape {
 constexpr DataDependentShape kDataDependentShapes[] = {
     {OpId::NonzeroOut, &shapes::nonzero_sizes},
     {OpId::MaskedSelectOut, &shapes::masked_select_sizes},
+    {OpId::ToDimOrderCopyOut, &to_dim_order_copy_types},
 };
 
 }  // namespace

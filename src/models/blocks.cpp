@@ -31,12 +31,13 @@ std::string BlockBuilder::resolve(const std::string& name) const {
   return name;
 }
 
-Result<ValueId> BlockBuilder::weight(const std::string& name, const std::vector<int64_t>& shape) {
+Result<ValueId> BlockBuilder::weight(const std::string& name, const std::vector<int64_t>& shape,
+                                     std::optional<ScalarType> dtype) {
   HF2PTE_ASSIGN_OR_RETURN(TensorRef t, ckpt_.expect(resolve(name), DTypeSet::float_weights(), shape));
   HF2PTE_ASSIGN_OR_RETURN(graph::TensorSource src, source(t));
   graph::ConstantRecipe r;
   r.source = std::move(src);
-  r.dtype = dtype_;
+  r.dtype = dtype.value_or(dtype_);
   return g_.add_constant(name, graph::make_constant(r));
 }
 
@@ -160,17 +161,7 @@ Result<ValueId> BlockBuilder::rms_norm(ValueId x, ValueId weight, double eps, co
 }
 
 ValueId BlockBuilder::scalar(ScalarType dtype, double value, const std::string& name) {
-  std::vector<uint8_t> bytes(element_size(dtype));
-  if (dtype == ScalarType::kFloat) {
-    float f = float(value);
-    std::memcpy(bytes.data(), &f, sizeof f);
-  } else if (dtype == ScalarType::kLong) {
-    int64_t i = int64_t(value);
-    std::memcpy(bytes.data(), &i, sizeof i);
-  } else {
-    bytes[0] = value != 0 ? 1 : 0;
-  }
-  return g_.add_constant(name, graph::ConstantData::from_bytes(dtype, {}, std::move(bytes), fmt::format("scalar {}", value)));
+  return g_.add_constant(name, graph::ConstantData::scalar(dtype, value));
 }
 
 Result<NormWeights> BlockBuilder::norm_weights(const std::string& weight_name, int64_t size, NormKind kind) {
@@ -191,13 +182,22 @@ Result<ValueId> BlockBuilder::norm(ValueId x, const NormWeights& w, const NormOp
     case NormKind::kRms:
       return rms_norm(x, w.weight, o.eps, name);
     case NormKind::kRmsOnePlus: {
-      // Gemma stores w with the 1 subtracted: the scale is (1 + w), added in float32 as HF does.
-      HF2PTE_ASSIGN_OR_RETURN(ValueId w1, op(OpId::AddScalarOut, {w.weight, 1.0}, name + ".one_plus_w"));
+      // Gemma stores w with the 1 subtracted: the scale is (1 + w), added in float32 as HF
+      // does (w.float() for 16-bit models, whose normed x is then scaled in f32 too).
+      ValueId w32 = w.weight;
+      if (g_.type(w32).dtype != ScalarType::kFloat) {
+        HF2PTE_ASSIGN_OR_RETURN(w32, op(OpId::ToCopy, {w32, ScalarType::kFloat}, name + ".w_f32"));
+      }
+      HF2PTE_ASSIGN_OR_RETURN(ValueId w1, op(OpId::AddScalarOut, {w32, 1.0}, name + ".one_plus_w"));
       return rms_norm(x, w1, o.eps, name);
     }
     case NormKind::kLayerNorm: {
       // (x - mean) * rsqrt(mean((x - mean)^2) + eps) * w + b, the biased variance of nn.LayerNorm.
+      // A 16-bit x is normalised in f32 (ATen's CPU layer_norm accumulates in f32)
+      // and cast back before the affine part.
       IntList last{-1};
+      const ScalarType dt = g_.type(x).dtype;
+      if (dt != ScalarType::kFloat) { HF2PTE_ASSIGN_OR_RETURN(x, op(OpId::ToCopy, {x, ScalarType::kFloat}, name + ".f32")); }
       HF2PTE_ASSIGN_OR_RETURN(ValueId mu, op(OpId::MeanOut, {x, last, true}, name + ".mean"));
       HF2PTE_ASSIGN_OR_RETURN(ValueId xc, op(OpId::SubOut, {x, mu}, name + ".centered"));
       HF2PTE_ASSIGN_OR_RETURN(ValueId sq, op(OpId::PowTensorScalarOut, {xc, 2.0}, name + ".sq"));
@@ -205,6 +205,7 @@ Result<ValueId> BlockBuilder::norm(ValueId x, const NormWeights& w, const NormOp
       HF2PTE_ASSIGN_OR_RETURN(ValueId ve, op(OpId::AddScalarOut, {var, o.eps}, name + ".var_eps"));
       HF2PTE_ASSIGN_OR_RETURN(ValueId r, op(OpId::RsqrtOut, {ve}, name + ".rstd"));
       HF2PTE_ASSIGN_OR_RETURN(ValueId y, op(OpId::MulOut, {xc, r}, name + ".normed"));
+      if (dt != ScalarType::kFloat) { HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::ToCopy, {y, dt}, name + ".normed_cast")); }
       HF2PTE_ASSIGN_OR_RETURN(y, op(OpId::MulOut, {y, w.weight}, name + (w.bias ? ".scaled" : "")));
       if (w.bias) return op(OpId::AddOut, {y, *w.bias}, name);
       return y;
@@ -384,7 +385,15 @@ Result<ValueId> BlockBuilder::moe(ValueId x, const MoeWeights& w, const MoeOptio
   const int64_t E = int64_t(w.experts.size());
   const SymInt S = g_.type(x).sizes[0];
   LinearWeights router{w.router, w.router_bias};
-  HF2PTE_ASSIGN_OR_RETURN(ValueId r, linear(x, router, name + ".router"));
+  // Routing runs in f32 in 16-bit models too: the router's weights are loaded
+  // in f32 (moe_weights), x is cast, and the expert weights are cast back to the
+  // activations' dtype. HF computes the softmax in f32 and DeepSeek-V3 the whole
+  // router; computing the logits in f32 everywhere keeps expert selection, a
+  // discrete choice, from flipping on bf16 rounding (docs/decisions.md).
+  const ScalarType act = g_.type(x).dtype;
+  ValueId xr = x;
+  if (act != ScalarType::kFloat) { HF2PTE_ASSIGN_OR_RETURN(xr, op(OpId::ToCopy, {x, ScalarType::kFloat}, name + ".router_in")); }
+  HF2PTE_ASSIGN_OR_RETURN(ValueId r, linear(xr, router, name + ".router"));
   // Fill values, made where a branch uses them (no unused constants in the program).
   auto zero = [&] { return scalar(ScalarType::kFloat, 0.0, name + ".zero"); };
   auto neg_inf = [&] { return scalar(ScalarType::kFloat, -std::numeric_limits<double>::infinity(), name + ".neg_inf"); };
@@ -424,6 +433,7 @@ Result<ValueId> BlockBuilder::moe(ValueId x, const MoeWeights& w, const MoeOptio
     }
   }
 
+  if (act != ScalarType::kFloat) { HF2PTE_ASSIGN_OR_RETURN(weights, op(OpId::ToCopy, {weights, act}, name + ".weights_cast")); }
   auto expert = [&](const GatedMlpWeights& e, const std::string& p) {
     return o.swiglu_limit ? clamped_swiglu_mlp(x, e, *o.swiglu_limit, p) : gated_mlp(x, e, o.activation, p);
   };

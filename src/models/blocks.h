@@ -110,8 +110,10 @@ class BlockBuilder {
 
   /// Whether the checkpoint holds `name` (with or without the optional prefix).
   bool has(const std::string& name) const { return ckpt_.has(resolve(name)); }
-  /// A checkpoint tensor as a constant, optionally rows [row_begin, row_end) only.
-  Result<ValueId> weight(const std::string& name, const std::vector<int64_t>& shape);
+  /// A checkpoint tensor as a constant in the model's dtype, or in `dtype`
+  /// when given (MoE routers stay f32 in 16-bit models).
+  Result<ValueId> weight(const std::string& name, const std::vector<int64_t>& shape,
+                         std::optional<ScalarType> dtype = std::nullopt);
   /// Several row blocks of one fused tensor (e.g. qkv_proj -> q, k, v), each its own constant.
   /// Part of checkpoint tensor `name` (expected `shape`) as one constant; `label`
   /// names the constant ("<name>.<label>").

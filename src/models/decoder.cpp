@@ -91,13 +91,14 @@ Result<MoeWeights> load_moe(BlockBuilder& b, const ArchTraits& arch, const Llama
   // Mixtral's experts are intermediate_size wide; Qwen3-MoE has its own key.
   const int64_t I = c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size;
   MoeWeights m;
-  HF2PTE_ASSIGN_OR_RETURN(m.router, b.weight(layer_name(n.router, i), {E, H}));
+  // The router stays f32 in 16-bit models (BlockBuilder::moe).
+  HF2PTE_ASSIGN_OR_RETURN(m.router, b.weight(layer_name(n.router, i), {E, H}, ScalarType::kFloat));
   if (!n.router_bias.empty()) {
-    HF2PTE_ASSIGN_OR_RETURN(ValueId rb, b.weight(layer_name(n.router_bias, i), {E}));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId rb, b.weight(layer_name(n.router_bias, i), {E}, ScalarType::kFloat));
     m.router_bias = rb;
   }
   if (!n.router_correction_bias.empty()) {
-    HF2PTE_ASSIGN_OR_RETURN(ValueId cb, b.weight(layer_name(n.router_correction_bias, i), {E}));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId cb, b.weight(layer_name(n.router_correction_bias, i), {E}, ScalarType::kFloat));
     m.correction_bias = cb;
   }
   if (!n.fused_expert_gate_up.empty()) {
@@ -464,7 +465,7 @@ Status check_supported(const ArchTraits& arch, const LlamaFamilyConfig& c, int64
 Result<std::pair<ValueId, ValueId>> rope_rows(BlockBuilder& b, const RopeSpec& spec, const Shared& sh,
                                               const std::string& name) {
   Graph& g = b.graph();
-  HF2PTE_ASSIGN_OR_RETURN(RopeTables t, rope_tables(spec, sh.max_seq_len));
+  HF2PTE_ASSIGN_OR_RETURN(RopeTables t, rope_tables(spec, sh.max_seq_len, b.dtype()));
   ValueId cos_table = g.add_constant(name + ".cos_table", std::move(t.cos));
   ValueId sin_table = g.add_constant(name + ".sin_table", std::move(t.sin));
   HF2PTE_ASSIGN_OR_RETURN(ValueId cos, b.op(OpId::IndexSelectOut, {cos_table, int64_t{0}, sh.cache_position}, name + ".cos_rows"));
@@ -557,6 +558,7 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   HF2PTE_CHECK_OR_RETURN(opt.kv_cache || !opt.attend_written_only, kInvalidArgument,
                          "--attention-span written needs the KV cache; without it every call attends over its own tokens");
   out.max_seq_len = max_seq_len;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) out.routed_experts |= is_moe_layer(arch, c, i);
 
   Graph g("forward");
   BlockBuilder b(g, ckpt, opt.dtype, WeightLayout{arch.conv1d_weights, arch.optional_prefix});
@@ -577,7 +579,7 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   HF2PTE_ASSIGN_OR_RETURN(ValueId x, b.op(OpId::EmbeddingOut, {embed, ids}, "embed"));
   if (arch.scale_embeddings) {
     // Gemma: x * sqrt(hidden), the factor rounded to the activation dtype first as HF does.
-    HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::MulScalarOut, {x, double(float(std::sqrt(double(H))))}, "embed_scaled"));
+    HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::MulScalarOut, {x, round_to(b.dtype(), std::sqrt(double(H)))}, "embed_scaled"));
   }
   if (c.embedding_multiplier != 1.0) {  // Granite
     HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::MulScalarOut, {x, c.embedding_multiplier}, "embed_multiplied"));
@@ -645,6 +647,11 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   }
   if (c.final_logit_softcapping) {
     HF2PTE_ASSIGN_OR_RETURN(logits, b.softcap(logits, *c.final_logit_softcapping, "final_softcap"));
+  }
+  // The logits are f32 whatever the model's dtype (llm-contract.md), so that
+  // runners and samplers read one type; a 16-bit head is cast once.
+  if (g.type(logits).dtype != ScalarType::kFloat) {
+    HF2PTE_ASSIGN_OR_RETURN(logits, b.op(OpId::ToCopy, {logits, ScalarType::kFloat}, "logits_f32"));
   }
   HF2PTE_ASSIGN_OR_RETURN(logits, b.op(OpId::ViewCopyOut, {logits, IntList{1, sh.S, V}}, "logits"));
   g.set_outputs({logits});

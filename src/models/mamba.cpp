@@ -221,6 +221,9 @@ Result<BuiltModel> build_mamba(const ArchTraits& arch, Checkpoint& ckpt, const B
   HF2PTE_CHECK_OR_RETURN(!opt.attend_written_only, kInvalidArgument,
                          "--attention-span written does not apply to mamba: it has no attention");
   HF2PTE_CHECK_OR_RETURN(!opt.custom_sdpa, kInvalidArgument, "--use-custom-sdpa does not apply to mamba: it has no attention");
+  HF2PTE_CHECK_OR_RETURN(opt.dtype == ScalarType::kFloat, kNotSupported,
+                         "--dtype {}: mamba programs are fp32 only for now (its selective scan is built in f32)",
+                         scalar_type_name(opt.dtype));
   BuiltModel out;
   out.model_type = std::string(arch.model_type);
   out.architecture = std::string(arch.architecture);

@@ -36,6 +36,9 @@ struct BuiltModel {
   std::string architecture;
   int64_t max_seq_len = 0;
   std::vector<std::string> warnings;
+  /// Some layer routes tokens to top-k experts: a discrete choice, which a
+  /// 16-bit program may make differently from the fp32 model on near ties.
+  bool routed_experts = false;
 };
 
 /// The LLM contract's metadata constant methods (docs/llm-contract.md) that

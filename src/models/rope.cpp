@@ -257,26 +257,23 @@ Result<std::vector<double>> rope_inv_freq(const RopeSpec& spec, int64_t max_seq_
   return std::move(f.inv_freq);
 }
 
-Result<RopeTables> rope_tables(const RopeSpec& spec, int64_t max_seq_len) {
+Result<RopeTables> rope_tables(const RopeSpec& spec, int64_t max_seq_len, ScalarType dtype) {
   HF2PTE_ASSIGN_OR_RETURN(RopeFrequencies f, rope_frequencies(spec, max_seq_len));
   const auto& inv = f.inv_freq;
   const int64_t d = spec.rotary_dim, half = d / 2;
-  std::vector<float> cos_t(static_cast<size_t>(max_seq_len * d)), sin_t(cos_t.size());
+  // In double, rounded once to f32 (HF computes cos/sin in f32, then casts
+  // them to the activation dtype: a 16-bit table rounds through f32 as well).
+  std::vector<double> cos_t(static_cast<size_t>(max_seq_len * d)), sin_t(cos_t.size());
   for (int64_t p = 0; p < max_seq_len; ++p) {
     for (int64_t j = 0; j < d; ++j) {
       const double angle = double(p) * inv[size_t(j % half)];
-      cos_t[size_t(p * d + j)] = float(std::cos(angle) * f.attention_factor);
-      sin_t[size_t(p * d + j)] = float(std::sin(angle) * f.attention_factor);
+      cos_t[size_t(p * d + j)] = double(float(std::cos(angle) * f.attention_factor));
+      sin_t[size_t(p * d + j)] = double(float(std::sin(angle) * f.attention_factor));
     }
   }
-  auto bytes = [](const std::vector<float>& v) {
-    std::vector<uint8_t> b(v.size() * sizeof(float));
-    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
-    return b;
-  };
   auto origin = fmt::format("rope theta={} dim={}{}", spec.theta, d, spec.scaling.is_null() ? "" : " scaled");
-  return RopeTables{graph::ConstantData::from_bytes(ScalarType::kFloat, {max_seq_len, d}, bytes(cos_t), origin + " cos"),
-                    graph::ConstantData::from_bytes(ScalarType::kFloat, {max_seq_len, d}, bytes(sin_t), origin + " sin")};
+  return RopeTables{graph::ConstantData::from_values(dtype, {max_seq_len, d}, cos_t, origin + " cos"),
+                    graph::ConstantData::from_values(dtype, {max_seq_len, d}, sin_t, origin + " sin")};
 }
 
 }  // namespace hf2pte::models

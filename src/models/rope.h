@@ -47,6 +47,6 @@ Result<std::vector<double>> rope_inv_freq(const RopeSpec& spec, int64_t max_seq_
 struct RopeTables {
   graph::ConstantData cos, sin;
 };
-Result<RopeTables> rope_tables(const RopeSpec& spec, int64_t max_seq_len);
+Result<RopeTables> rope_tables(const RopeSpec& spec, int64_t max_seq_len, ScalarType dtype = ScalarType::kFloat);
 
 }  // namespace hf2pte::models

@@ -711,6 +711,8 @@ TEST(DecompositionRules, EachRuleFiresOnlyOnItsOwnMatches) {
   keep(g.add_node(OpId::Chunk, {x, int64_t{2}, int64_t{2}}, "chunk"));
   keep(g.add_node(OpId::Topk, {x, SymInt(2), int64_t{-1}, true, true}, "topk"));
   keep1(g.add(OpId::Detach, {x}, "detach"));
+  keep1(g.add(OpId::ToCopy, {x, ScalarType::kBFloat16}, "cast"));
+  keep1(g.add(OpId::ToCopy, {x, ScalarType::kFloat}, "same_dtype_cast"));
   keep1(g.add(OpId::AvgPool2d, {x, IntList{2, 2}, IntList{2, 2}, IntList{0, 0}, false, true, None{}}, "pool"));
   keep1(g.add(OpId::AdaptiveAvgPool2d, {x, IntList{3, 3}}, "adaptive_even"));
   keep1(g.add(OpId::AdaptiveAvgPool2d, {x, IntList{4, 4}}, "adaptive_odd"));
@@ -736,7 +738,7 @@ TEST(DecompositionRules, EachRuleFiresOnlyOnItsOwnMatches) {
       {"cummin_to_masked_amin", 1}, {"bernoulli_to_rand_lt", 2}, {"expand_to_copy", 1},
       {"expand_without_broadcast_is_identity", 1}, {"reshape_clones_noncontiguous", 2}, {"reshape_to_view_copy", 1},
       {"permute_view_to_copy", 2}, {"sdpa_to_math", 1}, {"linear_to_mm", 0}, {"rms_norm_to_primitives", 0},
-      {"silu_to_sigmoid_mul", 0}};
+      {"silu_to_sigmoid_mul", 0}, {"to_copy_to_dim_order_copy", 2}};
   // (_to_windows alone also takes the divisible pool: it is correct for any size, the
   // divisible rule only comes first.)
   for (const auto& rule : decomposition_rules(Backend::kCuda)) {

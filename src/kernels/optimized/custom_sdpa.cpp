@@ -24,7 +24,8 @@ Status custom_sdpa_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   if (!q || !k || !v || !out || !start || !mask) return LlamaCustomSdpaOut(ctx, args);
   auto sc = custom_sdpa_scalars(*r, **q);
   if (!sc || !check_custom_sdpa_args(op, **q, **k, **v, *start, *mask, sc->dropout) ||
-      (*out)->dtype() != ScalarType::kFloat || !resize_out(**out, (*q)->sizes(), op)) {
+      (*q)->dtype() != ScalarType::kFloat || (*out)->dtype() != ScalarType::kFloat ||
+      !resize_out(**out, (*q)->sizes(), op)) {
     return LlamaCustomSdpaOut(ctx, args);
   }
   const rt::Tensor& Q = **q;

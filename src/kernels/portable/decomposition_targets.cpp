@@ -16,8 +16,10 @@ namespace hf2pte::kernels {
 
 namespace {
 
-inline constexpr DTypeSet kReduceIn{ScalarType::kFloat, ScalarType::kLong, ScalarType::kInt, ScalarType::kBool};
-inline constexpr DTypeSet kReduceOut{ScalarType::kFloat, ScalarType::kLong, ScalarType::kInt};
+inline constexpr DTypeSet kReduceOut = kFloating | DTypeSet{ScalarType::kLong, ScalarType::kInt};
+inline constexpr DTypeSet kReduceIn = kReduceOut | DTypeSet{ScalarType::kBool};
+/// What comparisons compute in: a 16-bit operand widens to f32 exactly.
+inline constexpr DTypeSet kCompareCompute{ScalarType::kFloat, ScalarType::kLong, ScalarType::kBool};
 
 template <typename Cmp>
 Status compare(OpId op, std::span<rt::EValue*> args, Cmp cmp) {
@@ -25,8 +27,8 @@ Status compare(OpId op, std::span<rt::EValue*> args, Cmp cmp) {
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * a, r.tensor(0));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * b, r.tensor(1));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(2));
-  const ScalarType ct = promote_types(a->dtype(), b->dtype());
-  HF2PTE_RETURN_IF_ERROR(dispatch<kStandard>(ct, op, "computation", [&](auto tc) {
+  const ScalarType ct = compute_type(promote_types(a->dtype(), b->dtype()));
+  HF2PTE_RETURN_IF_ERROR(dispatch<kCompareCompute>(ct, op, "computation", [&](auto tc) {
     using CT = typename decltype(tc)::type;
     return map_binary<CT>(op, *a, *b, *out, [&](CT x, CT y) -> bool { return cmp(x, y); });
   }));
@@ -109,14 +111,17 @@ Status min_max(OpId op, std::span<rt::EValue*> args) {
                          "{}: cannot reduce over a zero-size dim", op_key(op));
   HF2PTE_RETURN_IF_ERROR(dispatch<kReduceOut>(self->dtype(), op, "self", [&](auto tx) {
     using T = typename decltype(tx)::type;
+    // 16-bit values fold in float (exact: a max or min rounds nothing).
+    using A = std::conditional_t<is_half_type_v<T>, float, T>;
     // NaN propagates (torch.amax/amin do); -inf / +inf (integers: min / max) seed the fold.
-    T init = kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-    if constexpr (std::is_floating_point_v<T>) {
-      init = kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    A init = kMax ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
+    if constexpr (std::is_floating_point_v<A>) {
+      init = kMax ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::infinity();
     }
-    run_reduction<T, T, T>(p, *self, *out, init, [](T acc, T v) {
-      if constexpr (std::is_floating_point_v<T>) {
-        if (std::isnan(acc) || std::isnan(v)) return std::numeric_limits<T>::quiet_NaN();
+    run_reduction<A, T, T>(p, *self, *out, init, [](A acc, T tv) {
+      const A v = A(tv);
+      if constexpr (std::is_floating_point_v<A>) {
+        if (std::isnan(acc) || std::isnan(v)) return std::numeric_limits<A>::quiet_NaN();
       }
       return kMax ? (v > acc ? v : acc) : (v < acc ? v : acc);
     });
@@ -159,8 +164,8 @@ Status SumIntListOut(rt::KernelContext&, std::span<rt::EValue*> args) {
     using X = typename decltype(tx)::type;
     return dispatch<kReduceOut>(out->dtype(), op, "out", [&](auto to) {
       using O = typename decltype(to)::type;
-      if constexpr (std::is_floating_point_v<X> || std::is_floating_point_v<O>) {
-        run_reduction<double, X, O>(p, *self, *out, 0.0, [](double acc, X v) { return acc + double(v); });
+      if constexpr (is_float_v<X> || is_float_v<O>) {
+        run_reduction<double, X, O>(p, *self, *out, 0.0, [](double acc, X v) { return acc + double(convert<float>(v)); });
       } else {
         // Integer sums wrap (no UB), as the arithmetic kernels do.
         run_reduction<int64_t, X, O>(p, *self, *out, int64_t{0}, [](int64_t acc, X v) {

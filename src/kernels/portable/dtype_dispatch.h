@@ -49,10 +49,20 @@ struct DTypeSet {
 };
 
 inline constexpr DTypeSet kFloatOnly{ScalarType::kFloat};
-/// Types the arithmetic kernels compute in.
+/// The float element types a program may hold: f32 and the two 16-bit types
+/// (stored in 16 bits, computed in float, rounded once per result).
+inline constexpr DTypeSet kFloating{ScalarType::kFloat, ScalarType::kHalf, ScalarType::kBFloat16};
+/// Types the arithmetic kernels compute in (f16/bf16 results are computed in f32).
 inline constexpr DTypeSet kArith{ScalarType::kFloat, ScalarType::kLong};
-/// Types data-movement and comparison kernels accept (the brief's "f32, i64, bool").
-inline constexpr DTypeSet kStandard{ScalarType::kFloat, ScalarType::kLong, ScalarType::kBool};
+/// Types data-movement and comparison kernels accept: f32, f16, bf16, i64, bool.
+inline constexpr DTypeSet kStandard{ScalarType::kFloat, ScalarType::kHalf, ScalarType::kBFloat16, ScalarType::kLong,
+                                    ScalarType::kBool};
+
+/// The type a result of dtype `t` is computed in: f32 for every float type
+/// (what ATen's CPU kernels do for f16/bf16), `t` otherwise.
+constexpr ScalarType compute_type(ScalarType t) {
+  return (t == ScalarType::kHalf || t == ScalarType::kBFloat16) ? ScalarType::kFloat : t;
+}
 /// Index tensors (embedding, index_select, index_put_).
 inline constexpr DTypeSet kIndex{ScalarType::kLong, ScalarType::kInt};
 
@@ -78,6 +88,12 @@ Status dispatch(ScalarType t, OpId op, std::string_view what, F&& f) {
   if constexpr (kAllowed.contains(ScalarType::kFloat)) {
     if (t == ScalarType::kFloat) return call(TypeTag<float>{});
   }
+  if constexpr (kAllowed.contains(ScalarType::kHalf)) {
+    if (t == ScalarType::kHalf) return call(TypeTag<Half>{});
+  }
+  if constexpr (kAllowed.contains(ScalarType::kBFloat16)) {
+    if (t == ScalarType::kBFloat16) return call(TypeTag<BFloat16>{});
+  }
   if constexpr (kAllowed.contains(ScalarType::kLong)) {
     if (t == ScalarType::kLong) return call(TypeTag<int64_t>{});
   }
@@ -89,6 +105,10 @@ Status dispatch(ScalarType t, OpId op, std::string_view what, F&& f) {
   }
   return unsupported_dtype(op, what, t, kAllowed);
 }
+
+/// float, double, Half or BFloat16.
+template <typename T>
+inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_type_v<T>;
 
 /// Reads one element. Bool is read through its byte so that a stored value
 /// other than 0/1 (hostile data) is not undefined behaviour.
@@ -110,6 +130,10 @@ template <typename To, typename From>
 inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
+  } else if constexpr (is_half_type_v<From>) {
+    return convert<To>(float(v));  // exact widening, then the float rules
+  } else if constexpr (is_half_type_v<To>) {
+    return To(convert<float>(v));  // one rounding, from float
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {

@@ -1,7 +1,8 @@
 // Elementwise kernels: add/sub/mul/div (tensor and scalar forms), neg, rsqrt,
 // sigmoid, pow.Tensor_Scalar, le and where, with ATen broadcasting and type
 // promotion. Float arithmetic follows ATen: add/sub/mul/div in float32;
-// transcendental ops are evaluated in double and rounded once.
+// transcendental ops are evaluated in double and rounded once. f16/bf16
+// results are computed in float32 too and rounded once to the out's type.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,13 +14,20 @@
 namespace hf2pte::kernels {
 
 ScalarType promote_types(ScalarType a, ScalarType b) {
-  if (a == ScalarType::kFloat || b == ScalarType::kFloat) return ScalarType::kFloat;
+  if (a == b) return a;
+  const bool fa = is_floating(a), fb = is_floating(b);
+  // Two different float types: f32 holds both (and f16 with bf16 meet there).
+  if (fa && fb) return ScalarType::kFloat;
+  if (fa) return a;
+  if (fb) return b;
   if (a == ScalarType::kLong || b == ScalarType::kLong) return ScalarType::kLong;
   return ScalarType::kBool;
 }
 
 ScalarType promote_with_scalar(ScalarType t, const ScalarArg& s) {
-  if (s.kind == ScalarArg::Kind::kDouble && t != ScalarType::kFloat) return ScalarType::kFloat;
+  // A Python float lifts integers and bools to f32 (the default dtype) but
+  // leaves a float tensor's own type, 16-bit ones included.
+  if (s.kind == ScalarArg::Kind::kDouble && !is_floating(t)) return ScalarType::kFloat;
   if (s.kind == ScalarArg::Kind::kInt && t == ScalarType::kBool) return ScalarType::kLong;
   return t;
 }
@@ -27,6 +35,8 @@ ScalarType promote_with_scalar(ScalarType t, const ScalarArg& s) {
 namespace {
 
 constexpr DTypeSet kComputeArith = kArith;
+/// What comparisons and selections compute in (compute_type of a result: never 16-bit).
+constexpr DTypeSet kComputeStandard{ScalarType::kFloat, ScalarType::kLong, ScalarType::kBool};
 
 // Integer arithmetic wraps like PyTorch's instead of being signed-overflow UB.
 inline int64_t wrap_add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
@@ -69,7 +79,7 @@ Status add_sub(OpId op, std::span<rt::EValue*> args, int sign, bool scalar_other
   HF2PTE_CHECK_OR_RETURN(!(ct == ScalarType::kLong && alpha.is_floating()), kInvalidArgument,
                          "{}: alpha must not be a floating point number for integral inputs; got {}",
                          op_key(op), alpha.d);
-  HF2PTE_RETURN_IF_ERROR(dispatch<kComputeArith>(ct, op, "computation", [&](auto tc) -> Status {
+  HF2PTE_RETURN_IF_ERROR(dispatch<kComputeArith>(compute_type(ct), op, "computation", [&](auto tc) -> Status {
     using CT = typename decltype(tc)::type;
     const CT al = CT(sign) * (std::is_same_v<CT, float> ? CT(alpha.as_double()) : CT(alpha.i));
     auto fn = [al](CT x, CT y) -> CT {
@@ -107,7 +117,7 @@ Status mul(OpId op, std::span<rt::EValue*> args, bool scalar_other) {
     ct = promote_types(a->dtype(), b->dtype());
   }
   HF2PTE_RETURN_IF_ERROR(check_not_bool(ct, op));
-  HF2PTE_RETURN_IF_ERROR(dispatch<kComputeArith>(ct, op, "computation", [&](auto tc) -> Status {
+  HF2PTE_RETURN_IF_ERROR(dispatch<kComputeArith>(compute_type(ct), op, "computation", [&](auto tc) -> Status {
     using CT = typename decltype(tc)::type;
     auto fn = [](CT x, CT y) -> CT {
       if constexpr (std::is_same_v<CT, float>) {
@@ -181,7 +191,7 @@ Status NegOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_ASSIGN_OR_RETURN(auto r, ArgReader::make(op, args));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * x, r.tensor(0));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(1));
-  HF2PTE_RETURN_IF_ERROR(dispatch<kComputeArith>(x->dtype(), op, "self", [&](auto tc) {
+  HF2PTE_RETURN_IF_ERROR(dispatch<kComputeArith>(compute_type(x->dtype()), op, "self", [&](auto tc) {
     using CT = typename decltype(tc)::type;
     return map_unary<CT>(op, *x, *out, [](CT v) -> CT {
       if constexpr (std::is_same_v<CT, float>) {
@@ -250,9 +260,9 @@ Status MaximumOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * a, r.tensor(0));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * b, r.tensor(1));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(2));
-  HF2PTE_CHECK_OR_RETURN(a->dtype() == ScalarType::kFloat && b->dtype() == ScalarType::kFloat, kNotSupported,
-                         "{}: self and other must be f32; got {} and {}", op_key(op), scalar_type_name(a->dtype()),
-                         scalar_type_name(b->dtype()));
+  HF2PTE_CHECK_OR_RETURN(kFloating.contains(a->dtype()) && kFloating.contains(b->dtype()), kNotSupported,
+                         "{}: self and other must be f32, f16 or bf16; got {} and {}", op_key(op),
+                         scalar_type_name(a->dtype()), scalar_type_name(b->dtype()));
   HF2PTE_RETURN_IF_ERROR(map_binary<float>(op, *a, *b, *out, [](float x, float y) {
     return std::isnan(x) || std::isnan(y) ? std::numeric_limits<float>::quiet_NaN() : std::max(x, y);
   }));
@@ -269,7 +279,7 @@ Status PowTensorScalarOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_RETURN_IF_ERROR(check_standard(*x, op, "self"));
   const ScalarType ct = promote_with_scalar(x->dtype(), e);
   HF2PTE_RETURN_IF_ERROR(check_not_bool(ct, op));
-  if (ct == ScalarType::kFloat) {
+  if (is_floating(ct)) {
     const double ex = e.as_double();
     // Exponent 2 is the common case (RMSNorm's x^2): one exact product.
     HF2PTE_RETURN_IF_ERROR(map_unary<float>(op, *x, *out, [ex](float v) {
@@ -302,8 +312,8 @@ Status LeTensorOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(2));
   HF2PTE_RETURN_IF_ERROR(check_standard(*a, op, "self"));
   HF2PTE_RETURN_IF_ERROR(check_standard(*b, op, "other"));
-  const ScalarType ct = promote_types(a->dtype(), b->dtype());
-  HF2PTE_RETURN_IF_ERROR(dispatch<kStandard>(ct, op, "computation", [&](auto tc) {
+  const ScalarType ct = compute_type(promote_types(a->dtype(), b->dtype()));
+  HF2PTE_RETURN_IF_ERROR(dispatch<kComputeStandard>(ct, op, "computation", [&](auto tc) {
     using CT = typename decltype(tc)::type;
     return map_binary<CT>(op, *a, *b, *out, [](CT x, CT y) -> bool { return x <= y; });
   }));
@@ -327,8 +337,9 @@ Status WhereSelfOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   const std::span<const int64_t> shapes[] = {cond->sizes(), a->sizes(), b->sizes()};
   HF2PTE_RETURN_IF_ERROR(broadcast_shapes(shapes, op, &shape));
   HF2PTE_RETURN_IF_ERROR(resize_out(*out, shape, op));
-  const ScalarType ct = promote_types(a->dtype(), b->dtype());
-  HF2PTE_RETURN_IF_ERROR(dispatch<kStandard>(ct, op, "computation", [&](auto tc) {
+  // 16-bit values pass through f32 exactly (a selection rounds nothing).
+  const ScalarType ct = compute_type(promote_types(a->dtype(), b->dtype()));
+  HF2PTE_RETURN_IF_ERROR(dispatch<kComputeStandard>(ct, op, "computation", [&](auto tc) {
     using CT = typename decltype(tc)::type;
     return dispatch<kInputsFor<CT>>(a->dtype(), op, "self", [&](auto ta) {
       using A = typename decltype(ta)::type;

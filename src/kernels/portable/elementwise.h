@@ -9,8 +9,9 @@
 
 namespace hf2pte::kernels {
 
-/// ATen's result type of two tensors within f32 / i64 / bool: the higher of
-/// the categories bool < integer < floating wins.
+/// ATen's result type of two tensors within f32 / f16 / bf16 / i64 / bool: the
+/// higher of the categories bool < integer < floating wins; two different float
+/// types give f32.
 ScalarType promote_types(ScalarType a, ScalarType b);
 
 /// ATen's result type of a tensor and a Python number: a float number lifts an
@@ -29,8 +30,8 @@ inline constexpr DTypeSet kInputsFor =
 /// float -> integer, no number -> bool).
 template <typename R>
 inline constexpr DTypeSet kOutsFor =
-    std::is_same_v<R, float> ? kFloatOnly
-    : std::is_same_v<R, int64_t> ? DTypeSet{ScalarType::kLong, ScalarType::kFloat}
+    std::is_same_v<R, float> ? kFloating
+    : std::is_same_v<R, int64_t> ? DTypeSet{ScalarType::kLong} | kFloating
                                  : kStandard;
 
 namespace detail {

@@ -256,7 +256,7 @@ Status IndexPut_(rt::KernelContext&, std::span<rt::EValue*> args) {
         } else if constexpr (std::is_integral_v<T>) {
           ps[off] = T(uint64_t(ps[off]) + uint64_t(pv[o[1]]));  // wraps, no signed-overflow UB
         } else {
-          ps[off] += pv[o[1]];
+          ps[off] = T(float(ps[off]) + float(pv[o[1]]));  // 16-bit: in float, rounded once
         }
       }
     });

@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/portable/dtype_dispatch.h"
 #include "kernels/portable/kernel_util.h"
 #include "kernels/portable/kernels.h"
 #include "kernels/portable/llm_custom.h"
@@ -32,8 +33,9 @@ Status check_custom_sdpa_args(OpId op, const rt::Tensor& q, const rt::Tensor& k,
   HF2PTE_RETURN_IF_ERROR(check_rank4_contiguous(k, op, "key"));
   HF2PTE_RETURN_IF_ERROR(check_rank4_contiguous(v, op, "value"));
   for (const rt::Tensor* t : {&q, &k, &v}) {
-    HF2PTE_CHECK_OR_RETURN(t->dtype() == ScalarType::kFloat, kNotSupported, "{}: expected f32 tensors; got {}",
-                           op_key(op), scalar_type_name(t->dtype()));
+    HF2PTE_CHECK_OR_RETURN(kFloating.contains(t->dtype()) && t->dtype() == q.dtype(), kNotSupported,
+                           "{}: expected query, key and value of one float dtype; got {} and {}", op_key(op),
+                           scalar_type_name(q.dtype()), scalar_type_name(t->dtype()));
   }
   HF2PTE_CHECK_OR_RETURN(mask == nullptr, kNotSupported,
                          "{}: attn_mask is not supported (hf2pte's programs use is_causal)", op_key(op));
@@ -94,38 +96,43 @@ Status LlamaCustomSdpaOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(8));
   HF2PTE_RETURN_IF_ERROR(check_custom_sdpa_args(op, *q, *k, *v, start, mask, sc.dropout));
   HF2PTE_RETURN_IF_ERROR(resize_out(*out, q->sizes(), op));
-  HF2PTE_CHECK_OR_RETURN(out->dtype() == ScalarType::kFloat, kInvalidArgument, "{}: out must be f32", op_key(op));
+  HF2PTE_CHECK_OR_RETURN(out->dtype() == q->dtype(), kInvalidArgument, "{}: out must be {} like the query",
+                         op_key(op), scalar_type_name(q->dtype()));
   const int64_t B = q->size(0), S = q->size(1), H = q->size(2), D = q->size(3), M = k->size(1), Hk = k->size(2);
-  const float* pq = q->data<float>();
-  const float* pk = k->data<float>();
-  const float* pv = v->data<float>();
-  float* po = out->data<float>();
-  std::vector<double> p(static_cast<size_t>(M));
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t s = 0; s < S; ++s) {
-      const int64_t keys = sc.is_causal ? start + s + 1 : start + S;
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t kh = h / (H / Hk);
-        const float* qr = pq + ((b * S + s) * H + h) * D;
-        double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < keys; ++j) {
-          const float* kr = pk + ((b * M + j) * Hk + kh) * D;
-          double dot = 0;
-          for (int64_t d = 0; d < D; ++d) dot += double(qr[d]) * kr[d];
-          p[size_t(j)] = dot * sc.scale;
-          mx = std::max(mx, p[size_t(j)]);
-        }
-        double sum = 0;
-        for (int64_t j = 0; j < keys; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
-        float* orow = po + ((b * S + s) * H + h) * D;
-        for (int64_t d = 0; d < D; ++d) {
-          double acc = 0;
-          for (int64_t j = 0; j < keys; ++j) acc += p[size_t(j)] * pv[((b * M + j) * Hk + kh) * D + d];
-          orow[d] = float(acc / sum);
+  // In double, rounded once to the out's type (f32, or a 16-bit type widened exactly on load).
+  HF2PTE_RETURN_IF_ERROR(dispatch<kFloating>(q->dtype(), op, "query", [&](auto tt) {
+    using T = typename decltype(tt)::type;
+    const T* pq = q->data<T>();
+    const T* pk = k->data<T>();
+    const T* pv = v->data<T>();
+    T* po = out->data<T>();
+    std::vector<double> p(static_cast<size_t>(M));
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t keys = sc.is_causal ? start + s + 1 : start + S;
+        for (int64_t h = 0; h < H; ++h) {
+          const int64_t kh = h / (H / Hk);
+          const T* qr = pq + ((b * S + s) * H + h) * D;
+          double mx = -std::numeric_limits<double>::infinity();
+          for (int64_t j = 0; j < keys; ++j) {
+            const T* kr = pk + ((b * M + j) * Hk + kh) * D;
+            double dot = 0;
+            for (int64_t d = 0; d < D; ++d) dot += double(float(qr[d])) * double(float(kr[d]));
+            p[size_t(j)] = dot * sc.scale;
+            mx = std::max(mx, p[size_t(j)]);
+          }
+          double sum = 0;
+          for (int64_t j = 0; j < keys; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+          T* orow = po + ((b * S + s) * H + h) * D;
+          for (int64_t d = 0; d < D; ++d) {
+            double acc = 0;
+            for (int64_t j = 0; j < keys; ++j) acc += p[size_t(j)] * double(float(pv[((b * M + j) * Hk + kh) * D + d]));
+            orow[d] = T(float(acc / sum));
+          }
         }
       }
     }
-  }
+  }));
   r.set_return(8);
   return Status::ok();
 }

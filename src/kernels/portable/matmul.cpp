@@ -1,9 +1,11 @@
-// Matrix products: mm, bmm, addmm in float32 with double accumulation. This is
+// Matrix products: mm, bmm, addmm in f32, f16 or bf16 (all operands one dtype,
+// as upstream requires) with double accumulation, rounded once per element. This is
 // the reference every fast GEMM is compared with, so it favours accuracy and
 // clarity (row-at-a-time, cache-friendly, no blocking) over speed.
 #include <algorithm>
 #include <vector>
 
+#include "kernels/portable/dtype_dispatch.h"
 #include "kernels/portable/kernel_util.h"
 #include "kernels/portable/kernels.h"
 
@@ -11,14 +13,16 @@ namespace hf2pte::kernels {
 
 namespace {
 
-/// A strided float matrix view (element strides).
+/// A strided matrix view of element type T (element strides).
+template <typename T>
 struct MatView {
-  const float* data;
+  const T* data;
   int64_t rows, cols, row_stride, col_stride;
 };
 
-MatView mat_view(const rt::Tensor& t, int first_dim, int64_t batch_offset) {
-  return {t.data<float>() + batch_offset, t.sizes()[size_t(first_dim)],
+template <typename T>
+MatView<T> mat_view(const rt::Tensor& t, int first_dim, int64_t batch_offset) {
+  return {t.data<T>() + batch_offset, t.sizes()[size_t(first_dim)],
           t.sizes()[size_t(first_dim) + 1], t.strides()[size_t(first_dim)],
           t.strides()[size_t(first_dim) + 1]};
 }
@@ -28,17 +32,17 @@ MatView mat_view(const rt::Tensor& t, int first_dim, int64_t batch_offset) {
 /// is unit-stride: a row-major b streams rows (row i = sum_k a[i,k] * b[k,:]
 /// into `acc`, the one scratch row of m doubles); a transposed b (what a
 /// permuted weight looks like) takes plain dot products along k.
-template <typename Epi>
-void matmul(const MatView& a, const MatView& b, std::vector<double>& acc, Epi&& epi) {
+template <typename T, typename Epi>
+void matmul(const MatView<T>& a, const MatView<T>& b, std::vector<double>& acc, Epi&& epi) {
   const int64_t n = a.rows, k = a.cols, m = b.cols;
   if (b.col_stride != 1 && m > 1) {
     for (int64_t i = 0; i < n; ++i) {
-      const float* arow = a.data + i * a.row_stride;
+      const T* arow = a.data + i * a.row_stride;
       for (int64_t j = 0; j < m; ++j) {
-        const float* bcol = b.data + j * b.col_stride;
+        const T* bcol = b.data + j * b.col_stride;
         double dot = 0.0;
         for (int64_t kk = 0; kk < k; ++kk) {
-          dot += double(arow[kk * a.col_stride]) * double(bcol[kk * b.row_stride]);
+          dot += double(float(arow[kk * a.col_stride])) * double(float(bcol[kk * b.row_stride]));
         }
         epi(i, j, dot);
       }
@@ -48,20 +52,27 @@ void matmul(const MatView& a, const MatView& b, std::vector<double>& acc, Epi&& 
   acc.assign(size_t(m), 0.0);
   for (int64_t i = 0; i < n; ++i) {
     std::fill(acc.begin(), acc.end(), 0.0);
-    const float* arow = a.data + i * a.row_stride;
+    const T* arow = a.data + i * a.row_stride;
     for (int64_t kk = 0; kk < k; ++kk) {
       // No skipping of zero a[i,k]: 0 * inf must still give NaN.
-      const double av = arow[kk * a.col_stride];
-      const float* brow = b.data + kk * b.row_stride;
-      for (int64_t j = 0; j < m; ++j) acc[size_t(j)] += av * double(brow[j]);
+      const double av = float(arow[kk * a.col_stride]);
+      const T* brow = b.data + kk * b.row_stride;
+      for (int64_t j = 0; j < m; ++j) acc[size_t(j)] += av * double(float(brow[j]));
     }
     for (int64_t j = 0; j < m; ++j) epi(i, j, acc[size_t(j)]);
   }
 }
 
-Status check_float(const rt::Tensor& t, OpId op, std::string_view what) {
-  if (t.dtype() == ScalarType::kFloat) return Status::ok();
-  return unsupported_dtype(op, what, t.dtype(), kFloatOnly);
+/// Every operand a float type, all the same one.
+Status check_float(std::initializer_list<std::pair<const rt::Tensor*, std::string_view>> ts, OpId op) {
+  const ScalarType first = ts.begin()->first->dtype();
+  for (const auto& [t, what] : ts) {
+    if (!kFloating.contains(t->dtype())) return unsupported_dtype(op, what, t->dtype(), kFloating);
+    HF2PTE_CHECK_OR_RETURN(t->dtype() == first, kNotSupported, "{}: {} has dtype {}, {} has {}; expected one dtype",
+                           op_key(op), ts.begin()->second, scalar_type_name(first), what,
+                           scalar_type_name(t->dtype()));
+  }
+  return Status::ok();
 }
 
 Status check_rank(const rt::Tensor& t, int rank, OpId op, std::string_view what) {
@@ -85,19 +96,20 @@ Status MmOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * a, r.tensor(0));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * b, r.tensor(1));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(2));
-  HF2PTE_RETURN_IF_ERROR(check_float(*a, op, "self"));
-  HF2PTE_RETURN_IF_ERROR(check_float(*b, op, "mat2"));
-  HF2PTE_RETURN_IF_ERROR(check_float(*out, op, "out"));
+  HF2PTE_RETURN_IF_ERROR(check_float({{a, "self"}, {b, "mat2"}, {out, "out"}}, op));
   HF2PTE_RETURN_IF_ERROR(check_rank(*a, 2, op, "self"));
   HF2PTE_RETURN_IF_ERROR(check_rank(*b, 2, op, "mat2"));
   HF2PTE_RETURN_IF_ERROR(check_inner(*a, *b, a->size(1), b->size(0), op));
   const int64_t shape[] = {a->size(0), b->size(1)};
   HF2PTE_RETURN_IF_ERROR(resize_out(*out, shape, op));
-  float* po = out->data<float>();
   const int64_t os0 = out->strides()[0], os1 = out->strides()[1];
-  std::vector<double> acc;
-  matmul(mat_view(*a, 0, 0), mat_view(*b, 0, 0), acc,
-         [&](int64_t i, int64_t j, double dot) { po[i * os0 + j * os1] = float(dot); });
+  HF2PTE_RETURN_IF_ERROR(dispatch<kFloating>(out->dtype(), op, "out", [&](auto tt) {
+    using T = typename decltype(tt)::type;
+    T* po = out->data<T>();
+    std::vector<double> acc;
+    matmul(mat_view<T>(*a, 0, 0), mat_view<T>(*b, 0, 0), acc,
+           [&](int64_t i, int64_t j, double dot) { po[i * os0 + j * os1] = T(float(dot)); });
+  }));
   r.set_return(2);
   return Status::ok();
 }
@@ -108,9 +120,7 @@ Status BmmOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * a, r.tensor(0));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * b, r.tensor(1));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(2));
-  HF2PTE_RETURN_IF_ERROR(check_float(*a, op, "self"));
-  HF2PTE_RETURN_IF_ERROR(check_float(*b, op, "mat2"));
-  HF2PTE_RETURN_IF_ERROR(check_float(*out, op, "out"));
+  HF2PTE_RETURN_IF_ERROR(check_float({{a, "self"}, {b, "mat2"}, {out, "out"}}, op));
   HF2PTE_RETURN_IF_ERROR(check_rank(*a, 3, op, "self"));
   HF2PTE_RETURN_IF_ERROR(check_rank(*b, 3, op, "mat2"));
   HF2PTE_CHECK_OR_RETURN(a->size(0) == b->size(0), kInvalidArgument,
@@ -119,14 +129,17 @@ Status BmmOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_RETURN_IF_ERROR(check_inner(*a, *b, a->size(2), b->size(1), op));
   const int64_t shape[] = {a->size(0), a->size(1), b->size(2)};
   HF2PTE_RETURN_IF_ERROR(resize_out(*out, shape, op));
-  float* po = out->data<float>();
   const int64_t os0 = out->strides()[0], os1 = out->strides()[1], os2 = out->strides()[2];
-  std::vector<double> acc;
-  for (int64_t bi = 0; bi < shape[0]; ++bi) {
-    float* ob = po + bi * os0;
-    matmul(mat_view(*a, 1, bi * a->strides()[0]), mat_view(*b, 1, bi * b->strides()[0]), acc,
-           [&](int64_t i, int64_t j, double dot) { ob[i * os1 + j * os2] = float(dot); });
-  }
+  HF2PTE_RETURN_IF_ERROR(dispatch<kFloating>(out->dtype(), op, "out", [&](auto tt) {
+    using T = typename decltype(tt)::type;
+    T* po = out->data<T>();
+    std::vector<double> acc;
+    for (int64_t bi = 0; bi < shape[0]; ++bi) {
+      T* ob = po + bi * os0;
+      matmul(mat_view<T>(*a, 1, bi * a->strides()[0]), mat_view<T>(*b, 1, bi * b->strides()[0]), acc,
+             [&](int64_t i, int64_t j, double dot) { ob[i * os1 + j * os2] = T(float(dot)); });
+    }
+  }));
   r.set_return(2);
   return Status::ok();
 }
@@ -140,10 +153,7 @@ Status AddmmOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_ASSIGN_OR_RETURN(ScalarArg beta_arg, r.scalar(3));
   HF2PTE_ASSIGN_OR_RETURN(ScalarArg alpha_arg, r.scalar(4));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(5));
-  HF2PTE_RETURN_IF_ERROR(check_float(*self, op, "self"));
-  HF2PTE_RETURN_IF_ERROR(check_float(*a, op, "mat1"));
-  HF2PTE_RETURN_IF_ERROR(check_float(*b, op, "mat2"));
-  HF2PTE_RETURN_IF_ERROR(check_float(*out, op, "out"));
+  HF2PTE_RETURN_IF_ERROR(check_float({{self, "self"}, {a, "mat1"}, {b, "mat2"}, {out, "out"}}, op));
   HF2PTE_RETURN_IF_ERROR(check_rank(*a, 2, op, "mat1"));
   HF2PTE_RETURN_IF_ERROR(check_rank(*b, 2, op, "mat2"));
   HF2PTE_RETURN_IF_ERROR(check_inner(*a, *b, a->size(1), b->size(0), op));
@@ -158,17 +168,20 @@ Status AddmmOut(rt::KernelContext&, std::span<rt::EValue*> args) {
                          format_shape(self->sizes()), format_shape(shape));
   HF2PTE_RETURN_IF_ERROR(resize_out(*out, shape, op));
   const DimArray ss = broadcast_strides(*self, shape);
-  const float* ps = self->data<float>();
-  float* po = out->data<float>();
   const int64_t os0 = out->strides()[0], os1 = out->strides()[1];
   const double alpha = alpha_arg.as_double(), beta = beta_arg.as_double();
-  std::vector<double> acc;
-  matmul(mat_view(*a, 0, 0), mat_view(*b, 0, 0), acc, [&](int64_t i, int64_t j, double dot) {
-    // beta == 0 ignores self entirely (NaN in self does not leak), as in ATen.
-    double v = alpha * dot;
-    if (beta != 0.0) v += beta * double(ps[i * ss[0] + j * ss[1]]);
-    po[i * os0 + j * os1] = float(v);
-  });
+  HF2PTE_RETURN_IF_ERROR(dispatch<kFloating>(out->dtype(), op, "out", [&](auto tt) {
+    using T = typename decltype(tt)::type;
+    const T* ps = self->data<T>();
+    T* po = out->data<T>();
+    std::vector<double> acc;
+    matmul(mat_view<T>(*a, 0, 0), mat_view<T>(*b, 0, 0), acc, [&](int64_t i, int64_t j, double dot) {
+      // beta == 0 ignores self entirely (NaN in self does not leak), as in ATen.
+      double v = alpha * dot;
+      if (beta != 0.0) v += beta * double(float(ps[i * ss[0] + j * ss[1]]));
+      po[i * os0 + j * os1] = T(float(v));
+    });
+  }));
   r.set_return(5);
   return Status::ok();
 }

@@ -13,9 +13,9 @@ namespace hf2pte::kernels {
 
 namespace {
 
-/// ATen's canCast within f32 / i64 / bool: no float -> integer, no number -> bool.
+/// ATen's canCast within f32 / f16 / bf16 / i64 / bool: no float -> integer, no number -> bool.
 bool can_cast(ScalarType from, ScalarType to) {
-  if (from == ScalarType::kFloat && to != ScalarType::kFloat) return false;
+  if (is_floating(from) && !is_floating(to)) return false;
   if (from != ScalarType::kBool && to == ScalarType::kBool) return false;
   return true;
 }

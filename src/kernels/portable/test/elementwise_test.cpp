@@ -105,7 +105,7 @@ TEST_P(ElementwiseTest, AddInt64AndPromotion) {
   auto* outi = a.out(kI64, {2});
   HF2PTE_EXPECT_ERROR(run("aten::add.out", {a.tensor<int64_t>({2}, {1, 2}),
                                             a.tensor<float>({2}, {3, 4}), a.i(1), outi, outi}),
-                      kNotSupported, "out has dtype i64; expected one of f32");
+                      kNotSupported, "out has dtype i64; expected one of f16, f32, bf16");
 }
 
 TEST_P(ElementwiseTest, AddErrors) {
