@@ -44,6 +44,8 @@ constexpr ScalarType dtype_of() {
   else if constexpr (std::is_same_v<T, int64_t>) return ScalarType::kLong;
   else if constexpr (std::is_same_v<T, int32_t>) return ScalarType::kInt;
   else if constexpr (std::is_same_v<T, bool>) return ScalarType::kBool;
+  else if constexpr (std::is_same_v<T, BFloat16>) return ScalarType::kBFloat16;
+  else if constexpr (std::is_same_v<T, Half>) return ScalarType::kHalf;
   else static_assert(!sizeof(T), "unsupported test element type");
 }
 
