@@ -1,5 +1,6 @@
-// mm / bmm / addmm, contiguous float32 (anything else goes to the portable
-// kernel, which also owns all argument checking messages). One thread pool
+// mm / bmm / addmm, contiguous float32 and 16-bit (bf16 / f16, widened to f32
+// in blocks; anything else goes to the portable kernel, which also owns all
+// argument checking messages). One thread pool
 // does the threading (gemm.h): M > 1 splits columns over single-threaded
 // OpenBLAS sgemm (Cooperlake kernels on this machine); M = 1 (decode) runs
 // the SIMD GEMVs of simd_kernels.h on row chunks; bmm with M = 1 runs the
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -258,10 +260,125 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const f
   gemm_f32(M, N, K, alpha, A, B, beta, C, bias);
 }
 
+// ---- 16-bit (bf16 / f16) operands ----
+// Widened to f32 exactly in cache-sized blocks, multiplied by the f32 engine,
+// each result rounded once to the out's type: the portable kernel's numbers up
+// to f32 summation order (it accumulates in double), at the f32 engine's speed
+// with half the weight bytes streamed.
+
+bool is_half(ScalarType t) { return t == ScalarType::kBFloat16 || t == ScalarType::kHalf; }
+
+bool half_operand(const rt::EValue* v, int rank, ScalarType t) {
+  return v != nullptr && v->is_tensor() && v->tensor->dtype() == t && v->tensor->dim() == rank &&
+         v->tensor->is_contiguous() && v->tensor->raw_data() != nullptr;
+}
+
+void widen(ScalarType t, const uint16_t* src, float* dst, int64_t n) {
+  if (t == ScalarType::kBFloat16) {
+    simd().bf16_to_float_row(src, dst, n);
+  } else {
+    simd().half_to_float_row(src, dst, n);
+  }
+}
+
+/// A whole 16-bit tensor widened (activations: small next to the weights).
+std::vector<float> widened(const rt::Tensor& t) {
+  std::vector<float> out(size_t(t.numel()));
+  parallel_for(t.numel(), 1 << 16, [&](int64_t i0, int64_t i1) {
+    widen(t.dtype(), t.data<uint16_t>() + i0, out.data() + i0, i1 - i0);
+  });
+  return out;
+}
+
+void narrow_into(const std::vector<float>& src, rt::Tensor& out) {
+  uint16_t* d = out.data<uint16_t>();
+  const bool bf16 = out.dtype() == ScalarType::kBFloat16;
+  parallel_for(int64_t(src.size()), 1 << 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) d[i] = bf16 ? float_to_bf16(src[size_t(i)]) : float_to_half(src[size_t(i)]);
+  });
+}
+
+/// C[M,N] = A[M,K] B[K,N] (+ bias) with B 16-bit [K,N] row-major; A, bias, C f32.
+/// M = 1: B's rows in fixed chunks (as gemv_split_k: thread-count independent),
+/// each widened a few rows at a time into L2 and run through sgemv; M > 1:
+/// column blocks of B widened once, then one sgemm each.
+void gemm_f32_h16(ScalarType t, int64_t M, int64_t N, int64_t K, const float* A, const uint16_t* B, float* C,
+                  const float* bias) {
+  if (M == 1) {
+    int64_t chunks = std::min<int64_t>({16, (K + 63) / 64, std::max<int64_t>(1, K * N / 65536)});
+    chunks = std::max<int64_t>(chunks, 1);
+    if (chunks >= 4) chunks -= chunks % 4;
+    const int64_t rows = (K + chunks - 1) / chunks;
+    chunks = (K + rows - 1) / rows;
+    const int64_t sub = std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1));  // rows widened at once: <= 64 KB
+    std::vector<float> part(size_t(chunks * N), 0.0f);
+    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+      if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+      float* w = thread_scratch_floats(size_t(sub * N));
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t k0 = c * rows, k1 = std::min(K, k0 + rows);
+        for (int64_t k = k0; k < k1; k += sub) {
+          const int64_t r = std::min(sub, k1 - k);
+          widen(t, B + k * N, w, r * N);
+          cblas_sgemv(CblasRowMajor, CblasTrans, int(r), int(N), 1.0f, w, int(N), A + k, 1, 1.0f, part.data() + c * N, 1);
+        }
+      }
+    });
+    for (int64_t n = 0; n < N; ++n) {
+      float s = part[size_t(n)];
+      for (int64_t c = 1; c < chunks; ++c) s += part[size_t(c * N + n)];
+      C[n] = s + (bias != nullptr ? bias[n] : 0.0f);
+    }
+    return;
+  }
+  parallel_for(N, gemm_column_grain(M, K), [&](int64_t n0, int64_t n1) {
+    const int64_t nb = n1 - n0;
+    float* w = thread_scratch_floats(size_t(K * nb));
+    for (int64_t k = 0; k < K; ++k) widen(t, B + k * N + n0, w + k * nb, nb);
+    if (bias != nullptr) {
+      for (int64_t i = 0; i < M; ++i) std::copy(bias + n0, bias + n1, C + i * N + n0);
+    }
+    sgemm_1t(false, M, nb, K, 1.0f, A, K, w, nb, bias != nullptr ? 1.0f : 0.0f, C + n0, N);
+  });
+}
+
+/// mm / addmm (beta = alpha = 1, bias [N]) on 16-bit operands of one dtype;
+/// false when the shapes or layouts are not the fast path's (the caller falls back).
+bool half_mm(const rt::EValue* bias_v, const rt::EValue* a_v, const rt::EValue* b_v, rt::EValue* out_v, OpId op,
+             Status* st) {
+  if (a_v == nullptr || !a_v->is_tensor() || !is_half(a_v->tensor->dtype())) return false;
+  const ScalarType t = a_v->tensor->dtype();
+  if (!half_operand(a_v, 2, t) || !half_operand(b_v, 2, t) || out_v == nullptr || !out_v->is_tensor() ||
+      out_v->tensor->dtype() != t || a_v->tensor->size(1) != b_v->tensor->size(0) || a_v->tensor->size(1) == 0) {
+    return false;
+  }
+  const rt::Tensor &a = *a_v->tensor, &b = *b_v->tensor;
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  std::vector<float> bias;
+  if (bias_v != nullptr) {
+    if (!half_operand(bias_v, 1, t) || bias_v->tensor->size(0) != N) return false;
+    bias = widened(*bias_v->tensor);
+  }
+  rt::Tensor& out = *out_v->tensor;
+  const int64_t shape[2] = {M, N};
+  *st = resize(out, shape, op);
+  if (!st->is_ok()) return true;
+  if (!out.is_contiguous()) return false;
+  const std::vector<float> a32 = widened(a);
+  std::vector<float> c32(size_t(M * N));
+  gemm_f32_h16(t, M, N, K, a32.data(), b.data<uint16_t>(), c32.data(), bias_v != nullptr ? bias.data() : nullptr);
+  narrow_into(c32, out);
+  return true;
+}
+
 }  // namespace
 
 // [self, mat2, out, ret]
 Status mm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  if (Status st; args.size() == 4 && half_mm(nullptr, args[0], args[1], args[2], OpId::MmOut, &st)) {
+    if (st.is_ok() && args[3] != args[2]) *args[3] = *args[2];
+    return st;
+  }
   if (args.size() != 4 || !fast_path(args[0], 2) || !fast_path(args[1], 2) || !args[2]->is_tensor() ||
       args[0]->tensor->size(1) != args[1]->tensor->size(0) || args[2]->tensor->dtype() != ScalarType::kFloat) {
     return kernels::MmOut(ctx, args);
@@ -283,6 +400,33 @@ Status mm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
 
 // [self, mat2, out, ret]
 Status bmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  // 16-bit attention: both operands widened, the f32 path below, one rounding.
+  if (args.size() == 4 && args[0]->is_tensor() && is_half(args[0]->tensor->dtype())) {
+    const ScalarType t = args[0]->tensor->dtype();
+    if (half_operand(args[0], 3, t) && half_operand(args[1], 3, t) && args[2]->is_tensor() &&
+        args[2]->tensor->dtype() == t && args[0]->tensor->size(0) == args[1]->tensor->size(0) &&
+        args[0]->tensor->size(2) == args[1]->tensor->size(1) && args[0]->tensor->size(2) > 0) {
+      const rt::Tensor &a = *args[0]->tensor, &b = *args[1]->tensor;
+      rt::Tensor& out = *args[2]->tensor;
+      const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+      const int64_t shape[3] = {B, M, N};
+      HF2PTE_RETURN_IF_ERROR(resize(out, shape, OpId::BmmOut));
+      if (out.is_contiguous()) {
+        const std::vector<float> a32 = widened(a), b32 = widened(b);
+        std::vector<float> c32(size_t(B * M * N));
+        if (M == 1 || B >= pool_threads()) {
+          batched_gemm_f32(B, M, N, K, a32.data(), b32.data(), false, c32.data());
+        } else {
+          for (int64_t i = 0; i < B; ++i) {
+            sgemm(M, N, K, 1.0f, a32.data() + i * M * K, b32.data() + i * K * N, 0.0f, c32.data() + i * M * N);
+          }
+        }
+        narrow_into(c32, out);
+        if (args[3] != args[2]) *args[3] = *args[2];
+        return Status::ok();
+      }
+    }
+  }
   if (args.size() != 4 || !fast_path(args[0], 3) || !fast_path(args[1], 3) || !args[2]->is_tensor() ||
       args[0]->tensor->size(0) != args[1]->tensor->size(0) || args[0]->tensor->size(2) != args[1]->tensor->size(1) ||
       args[2]->tensor->dtype() != ScalarType::kFloat || args[0]->tensor->size(2) == 0) {
@@ -309,6 +453,12 @@ Status bmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
 
 // [self(bias), mat1, mat2, beta, alpha, out, ret]; fast path: bias [N] or [1, N]
 Status addmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
+  if (Status st; args.size() == 7 && args[3]->is_scalar() && args[4]->is_scalar() &&
+                 args[3]->scalar_as_double() == 1.0 && args[4]->scalar_as_double() == 1.0 &&
+                 half_mm(args[0], args[1], args[2], args[5], OpId::AddmmOut, &st)) {
+    if (st.is_ok() && args[6] != args[5]) *args[6] = *args[5];
+    return st;
+  }
   if (args.size() != 7 || !fast_path(args[1], 2) || !fast_path(args[2], 2) || !args[0]->is_tensor() ||
       !args[5]->is_tensor() || args[0]->tensor->dtype() != ScalarType::kFloat || !args[0]->tensor->is_contiguous() ||
       args[1]->tensor->size(1) != args[2]->tensor->size(0) || args[1]->tensor->size(1) == 0 ||

@@ -67,6 +67,10 @@ void half_to_float_row(const uint16_t* w, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = half_to_float(w[i]);
 }
 
+void bf16_to_float_row(const uint16_t* w, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(w[i]);
+}
+
 void sigmoid_row(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
 }
@@ -88,7 +92,7 @@ float sum_row(const float* x, int64_t n) {
 }  // namespace
 
 const SimdKernels kKernels{"generic",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
-                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row,
+                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, bf16_to_float_row,
                            sum_row};
 }  // namespace generic
 

@@ -33,6 +33,8 @@ struct SimdKernels {
   void (*sigmoid_row)(const float* x, float* y, int64_t n);
   /// y = 0.5 x (1 + erf(x / sqrt(2))) (exact GELU; erf within 1.5e-7 absolute on the SIMD path).
   void (*gelu_row)(const float* x, float* y, int64_t n);
+  /// y[i] = float(w[i]) for i < n, w bfloat16 (the upper half of a float).
+  void (*bf16_to_float_row)(const uint16_t* w, float* y, int64_t n);
   /// Sum of x[0..n) in any order: a read-only stream at the widest loads
   /// (the bench's memory-bandwidth probe).
   float (*sum_row)(const float* x, int64_t n);

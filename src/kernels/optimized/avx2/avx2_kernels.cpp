@@ -274,6 +274,15 @@ inline __m256 is_neg(__m256 v) { return _mm256_cmp_ps(v, _mm256_setzero_ps(), _C
 
 // sigmoid(x) through e = exp(-|x|) <= 1: 1 / (1 + e) for x >= 0, e / (1 + e)
 // below. NaN stays NaN.
+void bf16_to_float_row(const uint16_t* w, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i));
+    _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+  }
+  for (; i < n; ++i) y[i] = bf16_to_float(w[i]);
+}
+
 void sigmoid_row(const float* x, float* y, int64_t n) {
   const __m256 one = _mm256_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 8) {
@@ -332,7 +341,7 @@ float sum_row(const float* x, int64_t n) {
 }  // namespace
 
 const SimdKernels kKernels{"avx2",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
-                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row,
+                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, bf16_to_float_row,
                            sum_row};
 }  // namespace avx2
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/half.h"
 #include "kernels/optimized/simd_kernels.h"
 
 namespace hf2pte::kernels {
@@ -280,6 +281,15 @@ void select_row(const bool* c, const float* s, float o, float* y, int64_t n) {
 
 // sigmoid(x) through e = exp(-|x|) <= 1 (no overflow): 1 / (1 + e) for
 // x >= 0, e / (1 + e) below. NaN stays NaN.
+void bf16_to_float_row(const uint16_t* w, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i));
+    _mm512_storeu_ps(y + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+  }
+  for (; i < n; ++i) y[i] = bf16_to_float(w[i]);
+}
+
 void sigmoid_row(const float* x, float* y, int64_t n) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
@@ -341,7 +351,7 @@ float sum_row(const float* x, int64_t n) {
 }  // namespace
 
 const SimdKernels kKernels{"avx512",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
-                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row,
+                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, bf16_to_float_row,
                            sum_row};
 }  // namespace avx512
 

@@ -176,6 +176,16 @@ TEST(SimdKernels, HalfRowsMatchReference) {
       EXPECT_EQ(y[0], 42.0f) << k->isa << " wrote before n0";
       EXPECT_EQ(widened.back(), 42.0f) << k->isa << " wrote past n";
       for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(widened[i], half_to_float(w[i])) << k->isa << " i=" << i;
+      // bf16 rows widen exactly too (NaN and -0 included, via the same bits).
+      std::vector<uint16_t> wb(w.size());
+      for (size_t i = 0; i < wb.size(); ++i) wb[i] = float_to_bf16(i % 7 == 3 ? -0.0f : wf[i]);
+      std::vector<float> wbf(wb.size() + 1, 42.0f);
+      k->bf16_to_float_row(wb.data(), wbf.data(), int64_t(wb.size()));
+      EXPECT_EQ(wbf.back(), 42.0f) << k->isa << " bf16 wrote past n";
+      for (size_t i = 0; i < wb.size(); ++i) {
+        ASSERT_EQ(std::signbit(wbf[i]), std::signbit(bf16_to_float(wb[i])));
+        ASSERT_EQ(wbf[i], bf16_to_float(wb[i])) << k->isa << " i=" << i;
+      }
       for (int64_t n = 1; n < N; ++n) {
         double ref = 0;
         for (int64_t i = 0; i < K; ++i) ref += double(x[size_t(i)]) * half_to_float(w[size_t(n * K + i)]);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/portable/dtype_dispatch.h"
 #include "kernels/portable/test/op_test_util.h"
 
 namespace hf2pte::kernels::testing {
@@ -173,6 +174,33 @@ TEST_P(HalfTest, Bf16MatmulMatchesDoubleReference) {
   auto* B32 = a.tensor<float>({K, N}, bv);
   auto* bad = a.out(kBF16, {M, N});
   HF2PTE_EXPECT_ERROR(run("aten::mm.out", {A, B32, bad, bad}), kNotSupported, "expected one dtype");
+}
+
+// Decode shapes (M = 1, long K, bias) for bf16 and f16: within one unit in the
+// last place of the double result (the optimized set sums in f32 order).
+TEST_P(HalfTest, SixteenBitGemvWithinOneUlp) {
+  const int64_t K = 700, N = 70;
+  auto check = [&](auto tag, ScalarType dt, double ulp) {
+    using T = typename decltype(tag)::type;
+    F xv, wv, bv;
+    for (int64_t i = 0; i < K; ++i) xv.push_back(r<T>(std::sin(0.37 * double(i))));
+    for (int64_t i = 0; i < K * N; ++i) wv.push_back(r<T>(std::cos(0.11 * double(i)) * 0.1));
+    for (int64_t i = 0; i < N; ++i) bv.push_back(r<T>(0.01 * double(i)));
+    auto* X = a.tensor<T>({1, K}, of<T>(xv));
+    auto* W = a.tensor<T>({K, N}, of<T>(wv));
+    auto* Bias = a.tensor<T>({N}, of<T>(bv));
+    auto* out = a.out(dt, {1, N});
+    HF2PTE_EXPECT_OK(run("aten::addmm.out", {Bias, X, W, a.i(1), a.i(1), out, out}));
+    auto got = widened<T>(out);
+    ASSERT_EQ(got.size(), size_t(N));
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = bv[size_t(n)];
+      for (int64_t k = 0; k < K; ++k) acc += double(xv[size_t(k)]) * double(wv[size_t(k * N + n)]);
+      EXPECT_LE(std::fabs(got[size_t(n)] - acc), ulp * std::max(1.0, std::fabs(acc))) << n;
+    }
+  };
+  check(kernels::TypeTag<BFloat16>{}, kBF16, 0x1p-7);
+  check(kernels::TypeTag<Half>{}, kF16, 0x1p-10);
 }
 
 // softmax and mean of bf16 rows: double accumulation, one rounding.
