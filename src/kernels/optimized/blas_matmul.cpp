@@ -300,8 +300,8 @@ void narrow_into(const std::vector<float>& src, rt::Tensor& out) {
 
 /// C[M,N] = A[M,K] B[K,N] (+ bias) with B 16-bit [K,N] row-major; A, bias, C f32.
 /// M = 1: B's rows in fixed chunks (as gemv_split_k: thread-count independent),
-/// each widened a few rows at a time into L2 and run through sgemv; M > 1:
-/// column blocks of B widened once, then one sgemm each.
+/// each streamed by the SIMD 16-bit GEMV into its own partial, summed in chunk
+/// order; M > 1: column blocks of B widened once, then one sgemm each.
 void gemm_f32_h16(ScalarType t, int64_t M, int64_t N, int64_t K, const float* A, const uint16_t* B, float* C,
                   const float* bias) {
   if (M == 1) {
@@ -310,25 +310,22 @@ void gemm_f32_h16(ScalarType t, int64_t M, int64_t N, int64_t K, const float* A,
     if (chunks >= 4) chunks -= chunks % 4;
     const int64_t rows = (K + chunks - 1) / chunks;
     chunks = (K + rows - 1) / rows;
-    const int64_t sub = std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1));  // rows widened at once: <= 64 KB
-    std::vector<float> part(size_t(chunks * N), 0.0f);
+    const SimdKernels& k = simd();
+    const auto gemv = t == ScalarType::kBFloat16 ? k.gemv_bf16 : k.gemv_f16;
+    float* part = thread_scratch_floats(size_t(chunks * N));
     parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-      if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-      float* w = thread_scratch_floats(size_t(sub * N));
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t k0 = c * rows, k1 = std::min(K, k0 + rows);
-        for (int64_t k = k0; k < k1; k += sub) {
-          const int64_t r = std::min(sub, k1 - k);
-          widen(t, B + k * N, w, r * N);
-          cblas_sgemv(CblasRowMajor, CblasTrans, int(r), int(N), 1.0f, w, int(N), A + k, 1, 1.0f, part.data() + c * N, 1);
-        }
+        gemv(A + k0, B + k0 * N, nullptr, part + c * N, k1 - k0, N, 0, N);
       }
     });
-    for (int64_t n = 0; n < N; ++n) {
-      float s = part[size_t(n)];
-      for (int64_t c = 1; c < chunks; ++c) s += part[size_t(c * N + n)];
-      C[n] = s + (bias != nullptr ? bias[n] : 0.0f);
-    }
+    parallel_for(N, 4096, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        float s = part[n];
+        for (int64_t c = 1; c < chunks; ++c) s += part[c * N + n];
+        C[n] = s + (bias != nullptr ? bias[n] : 0.0f);
+      }
+    });
     return;
   }
   parallel_for(N, gemm_column_grain(M, K), [&](int64_t n0, int64_t n1) {

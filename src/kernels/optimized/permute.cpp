@@ -2,7 +2,7 @@
 // last dim (heads <-> sequence: row memcpys) and a swap of the last two dims
 // with the leading dims in place (the KV cache transposed for q . k^T: tiled
 // 2-D transposes, one batch per task). Both need contiguous self and out of
-// the same dtype; everything else is the portable kernel's (it owns errors).
+// the same dtype, 4-byte (f32) or 2-byte (bf16/f16) elements; everything else is the portable kernel's (it owns errors).
 #include "kernels/optimized/optimized_ops.h"
 
 #include "kernels/optimized/gemm.h"
@@ -31,9 +31,9 @@ void transpose_2d(const T* src, T* dst, int64_t rows, int64_t cols) {
   }
 }
 
-}  // namespace
-
-bool permute_4byte(const void* src_data, void* dst_data, std::span<const int64_t> in_shape,
+/// permute_4byte for elements of type T (4 bytes: f32/i32; 2 bytes: bf16/f16).
+template <typename T>
+bool permute_typed(const void* src_data, void* dst_data, std::span<const int64_t> in_shape,
                    std::span<const int64_t> perm) {
   const int rank = int(in_shape.size());
   if (rank < 2 || rank > 8 || int(perm.size()) != rank) return false;
@@ -49,8 +49,8 @@ bool permute_4byte(const void* src_data, void* dst_data, std::span<const int64_t
   }
   bool leading_identity = true;
   for (int i = 0; i + 2 < rank; ++i) leading_identity = leading_identity && perm[size_t(i)] == i;
-  const auto* src = static_cast<const uint32_t*>(src_data);
-  auto* dst = static_cast<uint32_t*>(dst_data);
+  const auto* src = static_cast<const T*>(src_data);
+  auto* dst = static_cast<T*>(dst_data);
   if (perm[size_t(rank - 1)] == rank - 1) {
     // Rows of the last dim stay contiguous: one memcpy per output row.
     const int64_t row = shape[size_t(rank - 1)], rows = numel / row;
@@ -61,7 +61,7 @@ bool permute_4byte(const void* src_data, void* dst_data, std::span<const int64_t
       for (int64_t r = r0; r < r1; ++r) {
         int64_t off = 0;
         for (int d = 0; d < rank - 1; ++d) off += idx[size_t(d)] * src_stride[size_t(d)];
-        std::memcpy(dst + r * row, src + off, size_t(row) * 4);
+        std::memcpy(dst + r * row, src + off, size_t(row) * sizeof(T));
         for (int d = rank - 2; d >= 0; --d) {
           if (++idx[size_t(d)] < shape[size_t(d)]) break;
           idx[size_t(d)] = 0;
@@ -81,6 +81,12 @@ bool permute_4byte(const void* src_data, void* dst_data, std::span<const int64_t
   return false;
 }
 
+}  // namespace
+
+bool permute_4byte(const void* src, void* dst, std::span<const int64_t> in_shape, std::span<const int64_t> perm) {
+  return permute_typed<uint32_t>(src, dst, in_shape, perm);
+}
+
 // [self, dims, out, ret]
 Status permute_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   if (args.size() != 4 || !args[0]->is_tensor() || !args[2]->is_tensor()) return kernels::PermuteCopyOut(ctx, args);
@@ -89,7 +95,8 @@ Status permute_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   std::vector<int64_t> dims;
   const int rank = self.dim();
   if (!rt::arg_int_list(args[1], "dims", &dims) || int(dims.size()) != rank || rank < 2 || rank > 8 ||
-      self.dtype() != out.dtype() || element_size(self.dtype()) != 4 || !self.is_contiguous() ||
+      self.dtype() != out.dtype() || (element_size(self.dtype()) != 4 && element_size(self.dtype()) != 2) ||
+      !self.is_contiguous() ||
       self.raw_data() == nullptr) {
     return kernels::PermuteCopyOut(ctx, args);
   }
@@ -105,7 +112,9 @@ Status permute_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   if (!out.resize(std::span<const int64_t>(shape.data(), size_t(rank))) || !out.is_contiguous()) {
     return kernels::PermuteCopyOut(ctx, args);
   }
-  if (!permute_4byte(self.raw_data(), out.raw_data(), self.sizes(), dims)) return kernels::PermuteCopyOut(ctx, args);
+  const bool done = element_size(self.dtype()) == 4 ? permute_typed<uint32_t>(self.raw_data(), out.raw_data(), self.sizes(), dims)
+                                                    : permute_typed<uint16_t>(self.raw_data(), out.raw_data(), self.sizes(), dims);
+  if (!done) return kernels::PermuteCopyOut(ctx, args);
   if (args[3] != args[2]) *args[3] = *args[2];
   return Status::ok();
 }

@@ -33,6 +33,12 @@ struct SimdKernels {
   void (*sigmoid_row)(const float* x, float* y, int64_t n);
   /// y = 0.5 x (1 + erf(x / sqrt(2))) (exact GELU; erf within 1.5e-7 absolute on the SIMD path).
   void (*gelu_row)(const float* x, float* y, int64_t n);
+  /// gemv with 16-bit rows of W [K, ldw]: bf16 or IEEE half, widened in the FMA loop
+  /// (half the bytes of the f32 stream): y[n] = (bias ? bias[n] : 0) + sum_k x[k] * float(w[k * ldw + n]).
+  void (*gemv_bf16)(const float* x, const uint16_t* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0,
+                    int64_t n1);
+  void (*gemv_f16)(const float* x, const uint16_t* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0,
+                   int64_t n1);
   /// y[i] = float(w[i]) for i < n, w bfloat16 (the upper half of a float).
   void (*bf16_to_float_row)(const uint16_t* w, float* y, int64_t n);
   /// Sum of x[0..n) in any order: a read-only stream at the widest loads

@@ -3,6 +3,8 @@
 // tensors, non-float) goes to the portable kernel, which owns the errors.
 #include "kernels/optimized/optimized_ops.h"
 
+#include <vector>
+
 #include "kernels/optimized/gemm.h"
 
 #include "kernels/optimized/simd_kernels.h"
@@ -22,13 +24,31 @@ Status softmax_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   const int rank = self.dim();
   int64_t dim = args[1]->i;
   if (dim < 0) dim += rank;
-  if (rank == 0 || dim != rank - 1 || self.dtype() != ScalarType::kFloat || out.dtype() != ScalarType::kFloat ||
+  const ScalarType t = self.dtype();
+  const bool half = t == ScalarType::kBFloat16 || t == ScalarType::kHalf;
+  if (rank == 0 || dim != rank - 1 || (t != ScalarType::kFloat && !half) || out.dtype() != t ||
       !self.is_contiguous() || self.raw_data() == nullptr || self.size(rank - 1) == 0) {
     return kernels::SoftmaxOut(ctx, args);
   }
   if (!out.resize(self.sizes()) || !out.is_contiguous()) return kernels::SoftmaxOut(ctx, args);
-  const int64_t n = self.size(rank - 1);
-  softmax_rows_f32(self.data<float>(), out.data<float>(), self.numel() / n, n);
+  const int64_t n = self.size(rank - 1), rows = self.numel() / n;
+  if (!half) {
+    softmax_rows_f32(self.data<float>(), out.data<float>(), rows, n);
+  } else {
+    // 16-bit rows (HF's softmax(dtype=float32).to(dtype)): widened, the f32 row loop, rounded once.
+    const SimdKernels& k = simd();
+    const uint16_t* x = self.data<uint16_t>();
+    uint16_t* y = out.data<uint16_t>();
+    const bool bf16 = t == ScalarType::kBFloat16;
+    parallel_for(rows, rows * n >= 16384 ? 1 : rows, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(n));
+      for (int64_t r = r0; r < r1; ++r) {
+        (bf16 ? k.bf16_to_float_row : k.half_to_float_row)(x + r * n, row.data(), n);
+        k.softmax_row(row.data(), row.data(), n);
+        for (int64_t i = 0; i < n; ++i) y[r * n + i] = bf16 ? float_to_bf16(row[size_t(i)]) : float_to_half(row[size_t(i)]);
+      }
+    });
+  }
   if (args[4] != args[3]) *args[4] = *args[3];
   return Status::ok();
 }

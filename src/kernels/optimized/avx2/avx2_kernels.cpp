@@ -274,6 +274,72 @@ inline __m256 is_neg(__m256 v) { return _mm256_cmp_ps(v, _mm256_setzero_ps(), _C
 
 // sigmoid(x) through e = exp(-|x|) <= 1: 1 / (1 + e) for x >= 0, e / (1 + e)
 // below. NaN stays NaN.
+/// 8 bf16 or f16 values widened to floats.
+template <bool kBf16>
+inline __m256 load8_h16(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (kBf16) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm256_cvtph_ps(h);
+  }
+}
+
+/// gemv's loop on 16-bit rows: four rows per pass, 16 columns per step, the
+/// column tail in scalar code.
+template <bool kBf16>
+void gemv_h16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0,
+              int64_t n1) {
+  auto widen1 = [](uint16_t v) { return kBf16 ? bf16_to_float(v) : half_to_float(v); };
+  constexpr int64_t kTile = 2048;
+  for (int64_t t0 = n0; t0 < n1; t0 += kTile) {
+    const int64_t t1 = std::min(n1, t0 + kTile);
+    for (int64_t n = t0; n < t1; ++n) y[n] = bias ? bias[n] : 0.0f;
+    const int64_t v1 = t0 + (t1 - t0) / 16 * 16;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+      const __m256 x0 = _mm256_set1_ps(x[k]), x1 = _mm256_set1_ps(x[k + 1]);
+      const __m256 x2 = _mm256_set1_ps(x[k + 2]), x3 = _mm256_set1_ps(x[k + 3]);
+      const uint16_t* r0 = w + k * ldw;
+      const uint16_t* r1 = r0 + ldw;
+      const uint16_t* r2 = r1 + ldw;
+      const uint16_t* r3 = r2 + ldw;
+      for (int64_t n = t0; n < v1; n += 16) {
+        __m256 a = _mm256_loadu_ps(y + n), b = _mm256_loadu_ps(y + n + 8);
+        a = _mm256_fmadd_ps(x0, load8_h16<kBf16>(r0 + n), a);
+        b = _mm256_fmadd_ps(x0, load8_h16<kBf16>(r0 + n + 8), b);
+        a = _mm256_fmadd_ps(x1, load8_h16<kBf16>(r1 + n), a);
+        b = _mm256_fmadd_ps(x1, load8_h16<kBf16>(r1 + n + 8), b);
+        a = _mm256_fmadd_ps(x2, load8_h16<kBf16>(r2 + n), a);
+        b = _mm256_fmadd_ps(x2, load8_h16<kBf16>(r2 + n + 8), b);
+        a = _mm256_fmadd_ps(x3, load8_h16<kBf16>(r3 + n), a);
+        b = _mm256_fmadd_ps(x3, load8_h16<kBf16>(r3 + n + 8), b);
+        _mm256_storeu_ps(y + n, a);
+        _mm256_storeu_ps(y + n + 8, b);
+      }
+      for (int64_t n = v1; n < t1; ++n) {
+        y[n] += x[k] * widen1(r0[n]) + x[k + 1] * widen1(r1[n]) + x[k + 2] * widen1(r2[n]) + x[k + 3] * widen1(r3[n]);
+      }
+    }
+    for (; k < K; ++k) {
+      const __m256 xk = _mm256_set1_ps(x[k]);
+      const uint16_t* r = w + k * ldw;
+      for (int64_t n = t0; n < v1; n += 8) _mm256_storeu_ps(y + n, _mm256_fmadd_ps(xk, load8_h16<kBf16>(r + n), _mm256_loadu_ps(y + n)));
+      for (int64_t n = v1; n < t1; ++n) y[n] += x[k] * widen1(r[n]);
+    }
+  }
+}
+
+void gemv_bf16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0,
+               int64_t n1) {
+  gemv_h16<true>(x, w, bias, y, K, ldw, n0, n1);
+}
+
+void gemv_f16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0,
+              int64_t n1) {
+  gemv_h16<false>(x, w, bias, y, K, ldw, n0, n1);
+}
+
 void bf16_to_float_row(const uint16_t* w, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -341,7 +407,7 @@ float sum_row(const float* x, int64_t n) {
 }  // namespace
 
 const SimdKernels kKernels{"avx2",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
-                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, bf16_to_float_row,
+                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, gemv_bf16, gemv_f16, bf16_to_float_row,
                            sum_row};
 }  // namespace avx2
 

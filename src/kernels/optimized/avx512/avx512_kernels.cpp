@@ -281,6 +281,72 @@ void select_row(const bool* c, const float* s, float o, float* y, int64_t n) {
 
 // sigmoid(x) through e = exp(-|x|) <= 1 (no overflow): 1 / (1 + e) for
 // x >= 0, e / (1 + e) below. NaN stays NaN.
+/// 16 bf16 or f16 values widened to floats.
+template <bool kBf16>
+inline __m512 load16_h16(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if constexpr (kBf16) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm512_cvtph_ps(h);
+  }
+}
+
+/// gemv's loop on 16-bit rows: four rows per pass, 32 columns per step, the
+/// column tail in scalar code.
+template <bool kBf16>
+void gemv_h16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0,
+              int64_t n1) {
+  auto widen1 = [](uint16_t v) { return kBf16 ? bf16_to_float(v) : half_to_float(v); };
+  constexpr int64_t kTile = 2048;
+  for (int64_t t0 = n0; t0 < n1; t0 += kTile) {
+    const int64_t t1 = std::min(n1, t0 + kTile);
+    for (int64_t n = t0; n < t1; ++n) y[n] = bias ? bias[n] : 0.0f;
+    const int64_t v1 = t0 + (t1 - t0) / 32 * 32;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+      const __m512 x0 = _mm512_set1_ps(x[k]), x1 = _mm512_set1_ps(x[k + 1]);
+      const __m512 x2 = _mm512_set1_ps(x[k + 2]), x3 = _mm512_set1_ps(x[k + 3]);
+      const uint16_t* r0 = w + k * ldw;
+      const uint16_t* r1 = r0 + ldw;
+      const uint16_t* r2 = r1 + ldw;
+      const uint16_t* r3 = r2 + ldw;
+      for (int64_t n = t0; n < v1; n += 32) {
+        __m512 a = _mm512_loadu_ps(y + n), b = _mm512_loadu_ps(y + n + 16);
+        a = _mm512_fmadd_ps(x0, load16_h16<kBf16>(r0 + n), a);
+        b = _mm512_fmadd_ps(x0, load16_h16<kBf16>(r0 + n + 16), b);
+        a = _mm512_fmadd_ps(x1, load16_h16<kBf16>(r1 + n), a);
+        b = _mm512_fmadd_ps(x1, load16_h16<kBf16>(r1 + n + 16), b);
+        a = _mm512_fmadd_ps(x2, load16_h16<kBf16>(r2 + n), a);
+        b = _mm512_fmadd_ps(x2, load16_h16<kBf16>(r2 + n + 16), b);
+        a = _mm512_fmadd_ps(x3, load16_h16<kBf16>(r3 + n), a);
+        b = _mm512_fmadd_ps(x3, load16_h16<kBf16>(r3 + n + 16), b);
+        _mm512_storeu_ps(y + n, a);
+        _mm512_storeu_ps(y + n + 16, b);
+      }
+      for (int64_t n = v1; n < t1; ++n) {
+        y[n] += x[k] * widen1(r0[n]) + x[k + 1] * widen1(r1[n]) + x[k + 2] * widen1(r2[n]) + x[k + 3] * widen1(r3[n]);
+      }
+    }
+    for (; k < K; ++k) {
+      const __m512 xk = _mm512_set1_ps(x[k]);
+      const uint16_t* r = w + k * ldw;
+      for (int64_t n = t0; n < v1; n += 16) _mm512_storeu_ps(y + n, _mm512_fmadd_ps(xk, load16_h16<kBf16>(r + n), _mm512_loadu_ps(y + n)));
+      for (int64_t n = v1; n < t1; ++n) y[n] += x[k] * widen1(r[n]);
+    }
+  }
+}
+
+void gemv_bf16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0,
+               int64_t n1) {
+  gemv_h16<true>(x, w, bias, y, K, ldw, n0, n1);
+}
+
+void gemv_f16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0,
+              int64_t n1) {
+  gemv_h16<false>(x, w, bias, y, K, ldw, n0, n1);
+}
+
 void bf16_to_float_row(const uint16_t* w, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -351,7 +417,7 @@ float sum_row(const float* x, int64_t n) {
 }  // namespace
 
 const SimdKernels kKernels{"avx512",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
-                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, bf16_to_float_row,
+                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, gemv_bf16, gemv_f16, bf16_to_float_row,
                            sum_row};
 }  // namespace avx512
 

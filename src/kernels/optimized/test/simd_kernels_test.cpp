@@ -164,6 +164,30 @@ TEST(SimdKernels, SigmoidRowMatchesReference) {
   }
 }
 
+// The 16-bit GEMVs (decode of --dtype bf16 / fp16 programs) against a double
+// sum over the exactly widened weights, odd widths for the column tails.
+TEST(SimdKernels, SixteenBitGemvMatchesReference) {
+  for (const auto* k : tables()) {
+    for (bool bf16 : {true, false}) {
+      for (auto [K, N] : std::vector<std::array<int64_t, 2>>{{1, 3}, {7, 37}, {64, 100}, {130, 2051}}) {
+        auto x = random(size_t(K), 21), wf = random(size_t(K * N), 22), bias = random(size_t(N), 23);
+        std::vector<uint16_t> w(wf.size());
+        for (size_t i = 0; i < w.size(); ++i) w[i] = bf16 ? float_to_bf16(wf[i]) : float_to_half(wf[i]);
+        auto wide = [&](uint16_t v) { return bf16 ? bf16_to_float(v) : half_to_float(v); };
+        std::vector<float> y(size_t(N) + 1, 42.0f);
+        (bf16 ? k->gemv_bf16 : k->gemv_f16)(x.data(), w.data(), bias.data(), y.data(), K, N, 1, N);
+        EXPECT_EQ(y[0], 42.0f) << k->isa << " wrote before n0";
+        EXPECT_EQ(y[size_t(N)], 42.0f) << k->isa << " wrote past n1";
+        for (int64_t n = 1; n < N; ++n) {
+          double ref = bias[size_t(n)];
+          for (int64_t i = 0; i < K; ++i) ref += double(x[size_t(i)]) * wide(w[size_t(i * N + n)]);
+          ASSERT_NEAR(y[size_t(n)], ref, 1e-5 * (1 + K)) << k->isa << (bf16 ? " bf16" : " f16") << " K=" << K << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
 TEST(SimdKernels, HalfRowsMatchReference) {
   for (const auto* k : tables()) {
     for (auto [K, N] : std::vector<std::array<int64_t, 2>>{{1, 3}, {64, 37}, {100, 5}, {768, 9}}) {
