@@ -67,31 +67,24 @@ inline uint16_t float_to_half(float f) {
   return uint16_t(sign | (absx >> 13));
 }
 
-/// bfloat16: the upper half of a float32.
-struct BFloat16 {
+/// A 16-bit float type: the bits of `kNarrow(f)`, read back by `kWiden`.
+template <uint16_t (*kNarrow)(float), float (*kWiden)(uint16_t)>
+struct Float16 {
   uint16_t bits = 0;
-  BFloat16() = default;
-  BFloat16(float f) : bits(float_to_bf16(f)) {}  // NOLINT: implicit, like c10::BFloat16
-  operator float() const { return bf16_to_float(bits); }  // NOLINT
-  static BFloat16 from_bits(uint16_t b) {
-    BFloat16 v;
+  Float16() = default;
+  Float16(float f) : bits(kNarrow(f)) {}          // NOLINT: implicit, like c10::Half
+  operator float() const { return kWiden(bits); }  // NOLINT
+  static Float16 from_bits(uint16_t b) {
+    Float16 v;
     v.bits = b;
     return v;
   }
 };
 
+/// bfloat16: the upper half of a float32.
+using BFloat16 = Float16<float_to_bf16, bf16_to_float>;
 /// IEEE 754 binary16.
-struct Half {
-  uint16_t bits = 0;
-  Half() = default;
-  Half(float f) : bits(float_to_half(f)) {}  // NOLINT: implicit, like c10::Half
-  operator float() const { return half_to_float(bits); }  // NOLINT
-  static Half from_bits(uint16_t b) {
-    Half v;
-    v.bits = b;
-    return v;
-  }
-};
+using Half = Float16<float_to_half, half_to_float>;
 
 static_assert(sizeof(BFloat16) == 2 && sizeof(Half) == 2);
 

@@ -78,16 +78,6 @@ void gemv_h16(const float* x, const uint16_t* w, const float* bias, float* y, in
   }
 }
 
-void gemv_bf16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0,
-               int64_t n1) {
-  gemv_h16<bf16_to_float>(x, w, bias, y, K, ldw, n0, n1);
-}
-
-void gemv_f16(const float* x, const uint16_t* w, const float* bias, float* y, int64_t K, int64_t ldw, int64_t n0,
-              int64_t n1) {
-  gemv_h16<half_to_float>(x, w, bias, y, K, ldw, n0, n1);
-}
-
 void bf16_to_float_row(const uint16_t* w, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(w[i]);
 }
@@ -113,7 +103,7 @@ float sum_row(const float* x, int64_t n) {
 }  // namespace
 
 const SimdKernels kKernels{"generic",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
-                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, gemv_bf16, gemv_f16, bf16_to_float_row,
+                           axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, gemv_h16<bf16_to_float>, gemv_h16<half_to_float>, bf16_to_float_row,
                            sum_row};
 }  // namespace generic
 
