@@ -10,7 +10,7 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$PWD")}"
 export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
-  -DHF2PTE_SANITIZE=ON -DHF2PTE_FUZZ=ON >/dev/null
+  -DHF2PTE_SANITIZE=ON -DHF2PTE_FUZZ=ON -DHF2PTE_CUDA=OFF >/dev/null
 cmake --build build-asan -j "$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -1,5 +1,6 @@
-// --dtype bf16 / fp16 (issue 15, item 1): every decoder fixture exported as a
-// 16-bit program matches its independent fp32/fp64 reference
+// --dtype bf16 / fp16 and --backend cuda (issue 15, items 1-3): every decoder
+// fixture exported as a 16-bit program (portable kernels, or one CUDA delegate
+// run here by its CPU reference executor) matches its independent fp32/fp64 reference
 // (tests/data/fixtures) within the 16-bit tolerance of docs/decisions.md
 // ("Half-precision programs"):
 //   |logit - reference| <= tol x max(1, max |reference logits|), tol 2e-2 (bf16), 5e-3 (fp16),
@@ -33,6 +34,7 @@ namespace {
 struct HalfCase {
   ScalarType dtype;
   double tol;  // relative to max(1, max |reference logits|)
+  exp::Backend backend = exp::Backend::kPortable;
 };
 
 /// Families whose layers route tokens to top-k experts (BuiltModel::routed_experts).
@@ -41,14 +43,18 @@ bool routes_experts(const std::string& name) {
 }
 
 const char* dtype_flag(ScalarType t) { return t == ScalarType::kHalf ? "fp16" : "bf16"; }
+std::string case_flag(const HalfCase& c) {
+  return c.backend == exp::Backend::kCuda ? "cuda" : dtype_flag(c.dtype);
+}
 
 std::string fixture(const std::string& name) { return test::repo_path("tests/data/fixtures/" + name); }
 
-Result<exp::ExportSummary> export_half(const std::string& name, ScalarType dtype, const std::string& out) {
+Result<exp::ExportSummary> export_half(const std::string& name, ScalarType dtype, const std::string& out,
+                                       exp::Backend backend = exp::Backend::kPortable) {
   exp::ExportRequest req;
   req.model_dir = fixture(name);
   req.output_path = out;
-  req.config.backend = exp::Backend::kPortable;
+  req.config.backend = backend;
   req.config.dtype = dtype;
   return exp::export_model(req);
 }
@@ -93,10 +99,10 @@ TEST_P(HalfFixture, MatchesReferenceWithinHalfTolerance) {
   // families' error), and up to a quarter of the positions may be off by an
   // expert chosen the other way on a near tie (mixtral bf16: 2 of 10).
   const bool moe = routes_experts(name);
-  const HalfCase hc{hc0.dtype, moe ? 2 * hc0.tol : hc0.tol};
+  const HalfCase hc{hc0.dtype, moe ? 2 * hc0.tol : hc0.tol, hc0.backend};
   const std::string dir = fixture(name);
-  const std::string pte = test::temp_dir(name + "-" + dtype_flag(hc.dtype)) + "/model.pte";
-  auto s = export_half(name, hc.dtype, pte);
+  const std::string pte = test::temp_dir(name + "-" + case_flag(hc)) + "/model.pte";
+  auto s = export_half(name, hc.dtype, pte, hc.backend);
   ASSERT_TRUE(s.is_ok()) << s.status().message();
   // The export's own validation compared it with the fp32 model (a failure for
   // dense models, a reported distance for routed ones).
@@ -109,6 +115,13 @@ TEST_P(HalfFixture, MatchesReferenceWithinHalfTolerance) {
   ASSERT_TRUE(file.is_ok()) << file.status().message();
   const std::string text = pte::inspect_text(**file);
   EXPECT_NE(text.find(std::string(scalar_type_name(hc.dtype)) + "["), std::string::npos) << text;
+  if (hc.backend == exp::Backend::kCuda) {
+    // As upstream's CudaPartitioner: the whole forward graph is one delegate.
+    const auto j = pte::inspect_json(**file);
+    ASSERT_EQ(j["methods"][0]["delegates"].size(), 1u) << text;
+    EXPECT_EQ(j["methods"][0]["delegates"][0]["id"], "Hf2pteCudaBackend");
+    EXPECT_TRUE(s->report["warnings"].empty()) << s->report["warnings"].dump();
+  }
 
   // Full sequence.
   auto ids = test::as_longs(test::load_npy(dir + "/input_ids.npy"));
@@ -180,6 +193,7 @@ TEST_P(HalfFixture, MatchesReferenceWithinHalfTolerance) {
 
 const HalfCase kBf16{ScalarType::kBFloat16, exp::kBf16ModelTolerance};
 const HalfCase kFp16{ScalarType::kHalf, exp::kFp16ModelTolerance};
+const HalfCase kCuda{ScalarType::kBFloat16, exp::kBf16ModelTolerance, exp::Backend::kCuda};
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HalfFixture,
                          ::testing::Combine(::testing::Values("llama-mha", "llama-gqa", "llama-gqa-tied-bf16", "mistral",
@@ -187,9 +201,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HalfFixture,
                                                               "gemma2", "gemma3", "phi", "gpt_neox", "mixtral",
                                                               "qwen3_moe", "gpt2", "gpt2-hubstyle", "gpt_oss",
                                                               "deepseek_v3"),
-                                            ::testing::Values(kBf16, kFp16)),
+                                            ::testing::Values(kBf16, kFp16, kCuda)),
                          [](const auto& info) {
-                           std::string n = std::get<0>(info.param) + "_" + dtype_flag(std::get<1>(info.param).dtype);
+                           std::string n = std::get<0>(info.param) + "_" + case_flag(std::get<1>(info.param));
                            for (auto& c : n) if (c == '-') c = '_';
                            return n;
                          });

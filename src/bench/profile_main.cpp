@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backends/builtin/builtin.h"
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "bench/op_profile.h"
 #include "kernels/optimized/kernels.h"
@@ -12,7 +13,7 @@
 
 int main(int argc, char** argv) {
   // Default exports delegate to XNNPACK; delegate time shows up as "other".
-  if (auto st = hf2pte::xnn::register_xnnpack_backend(); !st) {
+  if (auto st = hf2pte::backends::register_builtin_backends(); !st) {
     std::fprintf(stderr, "hf2pte_profile: error: %s\n", st.message().c_str());
     return 1;
   }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "backends/builtin/builtin.h"
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "bench/bench.h"
 #include "kernels/optimized/qgemm.h"
@@ -143,7 +144,7 @@ int run_bench(const BenchArgs& a) {
                 kernels::qgemm_isa());
     if (*image || is_speech) {
       if (a.threads > 0) kernels::set_kernel_threads(a.threads);
-      if (auto st = xnn::register_xnnpack_backend(); !st) return fail(st);
+      if (auto st = backends::register_builtin_backends(); !st) return fail(st);
       return *image ? run_image_bench(a, **program) : run_speech_bench(a, **program);
     }
   }

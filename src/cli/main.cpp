@@ -15,7 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "backends/xnnpack/runtime/xnnpack_backend.h"
+#include "backends/builtin/builtin.h"
 #include "checkpoint/npy.h"
 #include "core/peak_memory.h"
 #include "kernels/optimized/kernels.h"
@@ -280,10 +280,8 @@ int run_inspect(const std::string& path, bool json) {
   if (!f) return fail(f.status());
   // Delegates we can decode also show their node counts.
   pte::InspectOptions opts;
-  opts.describe_delegate = [](std::string_view id, std::span<const uint8_t> payload, const pte::PteFile& file)
-      -> Result<std::vector<std::pair<std::string, size_t>>> {
-    if (id != xnn::kXnnpackBackendId) return make_error(ErrorCode::kNotSupported, "unknown backend {}", id);
-    return xnn::xnnpack_node_counts(payload, &file);
+  opts.describe_delegate = [](std::string_view id, std::span<const uint8_t> payload, const pte::PteFile& file) {
+    return backends::describe_payload(id, payload, file);
   };
   const auto j = pte::inspect_json(**f, opts);
   std::fputs(json ? (j.dump(2) + "\n").c_str() : pte::inspect_text(**f, opts).c_str(), stdout);
@@ -293,7 +291,7 @@ int run_inspect(const std::string& path, bool json) {
     if (!m.contains("delegates")) continue;
     for (const auto& d : m["delegates"]) {
       // Payloads of backends we do not know are shown as opaque, not refused.
-      const bool known = d["id"] == xnn::kXnnpackBackendId;
+      const bool known = backends::is_builtin_backend(d["id"].get<std::string>());
       for (const char* key : {"error", "nodes_error"}) {
         if (!d.contains(key) || (!known && std::string_view(key) == "nodes_error")) continue;
         return fail(make_error(ErrorCode::kInvalidProgram, "delegate payload is invalid: {}", d[key].get<std::string>())
@@ -311,7 +309,7 @@ int run_inspect(const std::string& path, bool json) {
 int main(int argc, char** argv) {
   using namespace hf2pte;
   // Explicit, so static linking cannot drop the backend (xnnpack_backend.h).
-  if (auto st = xnn::register_xnnpack_backend(); !st) return fail(st);
+  if (auto st = backends::register_builtin_backends(); !st) return fail(st);
   CLI::App app{"hf2pte: Hugging Face checkpoints to ExecuTorch programs, and a runtime for them"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "hf2pte " HF2PTE_VERSION);
@@ -320,7 +318,9 @@ int main(int argc, char** argv) {
   auto* ex = app.add_subcommand("export", "export a checkpoint folder to a .pte file");
   ex->add_option("model_dir", ea.model_dir, "Hugging Face checkpoint folder")->required();
   ex->add_option("-o,--output", ea.output, "output .pte file")->required();
-  ex->add_option("--backend", ea.backend, "xnnpack (default) | portable");
+  ex->add_option("--backend", ea.backend,
+                 "xnnpack (default) | portable | cuda (bf16, exported without a GPU; runs on a GPU, or on the CPU "
+                 "reference executor with a warning; docs/cuda.md)");
   ex->add_option("--dtype", ea.dtype,
                  "fp32 (default) | bf16 | fp16: the program's float type (weights, activations, KV cache); norms, "
                  "softmax and MoE routing compute in f32, logits are f32 (decoder LLMs; portable kernels)");

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/builtin/builtin.h"
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "checkpoint/json_fields.h"
 #include "cli/commands.h"
@@ -110,7 +111,7 @@ CLI::App* add_transcribe_command(CLI::App& app, TranscribeArgs& a) {
 }
 
 int run_transcribe(const TranscribeArgs& a) {
-  if (auto st = xnn::register_xnnpack_backend(); !st) return fail(st);
+  if (auto st = backends::register_builtin_backends(); !st) return fail(st);
   if (a.threads > 0) kernels::set_kernel_threads(a.threads);
   auto program = rt::Program::load(a.pte);
   if (!program) return fail(program.status());

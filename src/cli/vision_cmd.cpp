@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/builtin/builtin.h"
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "checkpoint/json_fields.h"
 #include "checkpoint/npy.h"
@@ -133,7 +134,7 @@ int run_preprocess(const PreprocessArgs& a) {
 
 int run_classify(const ClassifyArgs& a) {
   if (a.top_k < 1) return fail(make_error(ErrorCode::kInvalidArgument, "--top-k must be at least 1; got {} (command line)", a.top_k));
-  if (auto st = xnn::register_xnnpack_backend(); !st) return fail(st);
+  if (auto st = backends::register_builtin_backends(); !st) return fail(st);
   if (a.threads > 0) kernels::set_kernel_threads(a.threads);
   auto program = rt::Program::load(a.pte);
   if (!program) return fail(program.status());

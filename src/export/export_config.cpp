@@ -39,6 +39,13 @@ const char* dtype_name(ScalarType t) {
   }
 }
 
+std::optional<std::string> resolve_backend_dtype(ExportConfig& c) {
+  if (c.backend != Backend::kCuda || c.dtype == ScalarType::kBFloat16) return std::nullopt;
+  const char* torch_name = c.dtype == ScalarType::kHalf ? "torch.float16" : "torch.float32";
+  c.dtype = ScalarType::kBFloat16;
+  return fmt::format("ExecuTorch CUDA backend requires bfloat16; upcasting model from {}.", torch_name);
+}
+
 Result<ScalarType> parse_linear_weights(const std::string& s) {
   if (s == "fp32") return ScalarType::kFloat;
   if (s == "fp16") return ScalarType::kHalf;

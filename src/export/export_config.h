@@ -80,6 +80,12 @@ struct ExportConfig {
   static constexpr uint64_t kAutoValidateBytes = 256ull << 20;
 };
 
+/// --backend cuda programs are bf16, as the seed's prepare_for_cuda makes
+/// them: another dtype becomes bf16 and the seed's warning is returned
+/// ("ExecuTorch CUDA backend requires bfloat16; upcasting model from
+/// torch.float32."). Other backends are left as they are (nullopt).
+std::optional<std::string> resolve_backend_dtype(ExportConfig& c);
+
 /// The effective config as JSON (stable key order; stored in every .pte as the
 /// constant method `get_export_config`). Presentation-only fields (dump, verbose)
 /// are not part of it.

@@ -77,17 +77,20 @@ Status apply_dim_overrides(graph::Program& p, const ExportConfig& c) {
 }  // namespace
 
 Result<ExportSummary> export_model(const ExportRequest& req) {
+  // The config as the program is made: --backend cuda settles the dtype first.
+  ExportConfig config = req.config;
+  if (auto w = resolve_backend_dtype(config); w && req.on_warning) req.on_warning(*w);
   auto progress = [&](const ExportProgress& p) {
     if (req.on_progress) req.on_progress(p);
   };
   progress({"build", 0, 0});
   HF2PTE_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(req.model_dir));
   models::BuildOptions bo;
-  bo.max_seq_len = req.config.max_seq_len;
-  bo.dtype = req.config.dtype;
-  bo.attend_written_only = req.config.attention_span == AttentionSpan::kWritten;
-  bo.kv_cache = req.config.use_kv_cache;
-  bo.custom_sdpa = req.config.use_custom_sdpa;
+  bo.max_seq_len = config.max_seq_len;
+  bo.dtype = config.dtype;
+  bo.attend_written_only = config.attention_span == AttentionSpan::kWritten;
+  bo.kv_cache = config.use_kv_cache;
+  bo.custom_sdpa = config.use_custom_sdpa;
   bo.exporter_version = fmt::format("hf2pte {}", HF2PTE_VERSION);
   // Encoders (bert, roberta, xlm-roberta, distilbert) and image models have their own builders and contracts.
   auto build = models::is_encoder_checkpoint(ckpt)   ? &models::build_encoder
@@ -99,25 +102,25 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
                          req.model_dir);
   HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, build(ckpt, bo));
   for (const auto& w : built.warnings) if (req.on_warning) req.on_warning(w);
-  HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(built.program, req.config));
+  HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(built.program, config));
   // A 16-bit program is validated against the fp32 model too (its constants
   // are streaming recipes, so the second build holds no weights).
-  const bool half = req.config.dtype == ScalarType::kHalf || req.config.dtype == ScalarType::kBFloat16;
+  const bool half = config.dtype == ScalarType::kHalf || config.dtype == ScalarType::kBFloat16;
   std::optional<graph::Program> fp32_model;
   if (half) {
     models::BuildOptions bo32 = bo;
     bo32.dtype = ScalarType::kFloat;
     HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel m32, build(ckpt, bo32));
-    HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(m32.program, req.config));
+    HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(m32.program, config));
     fp32_model = std::move(m32.program);
   }
   // Every program says how it was made.
-  built.program.constant_methods["get_export_config"] = config_to_json(req.config).dump();
+  built.program.constant_methods["get_export_config"] = config_to_json(config).dump();
 
   progress({"pipeline", 0, 0});
   StageLog log;
   PipelineHooks hooks;
-  const std::string& dump = req.config.dump_graph_stage;
+  const std::string& dump = config.dump_graph_stage;
   size_t printed = 0;
   auto stage_t0 = std::chrono::steady_clock::now();
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
@@ -128,7 +131,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
                                  {"notes", std::vector<std::string>(l.notes.begin() + long(printed), l.notes.end())}};
     stages.push_back(std::move(entry));
     stage_t0 = now;
-    if (req.on_text && req.config.verbose) {
+    if (req.on_text && config.verbose) {
       for (size_t i = printed; i < l.notes.size(); ++i) req.on_text(fmt::format("[{}] {}\n", stage, l.notes[i]));
     }
     printed = l.notes.size();
@@ -137,7 +140,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
     // its float ops are then the program's, so the per-token rounding sees the
     // same activations wherever the program runs portable kernels.
     // 16-bit programs likewise: the decomposed graph holds the casts the program runs.
-    if (stage == "decompose" && (req.config.quant.active() || half)) quantized_reference = p;
+    if (stage == "decompose" && (config.quant.active() || half)) quantized_reference = p;
     if (req.on_text && (dump == "all" || dump == stage)) {
       for (const auto& g : p.methods) req.on_text(fmt::format("// after stage {}\n{}", stage, g.to_string()));
     }
@@ -145,7 +148,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   // The unlowered graph is the reference side of validation (constants are
   // streaming recipes, so this copy holds no weights).
   graph::Program unlowered = built.program;
-  HF2PTE_ASSIGN_OR_RETURN(pte::PteContents contents, run_pipeline(built.program, req.config, log, hooks));
+  HF2PTE_ASSIGN_OR_RETURN(pte::PteContents contents, run_pipeline(built.program, config, log, hooks));
   for (const auto& w : log.warnings) if (req.on_warning) req.on_warning(w);
 
   ExportSummary s;
@@ -201,8 +204,8 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
     return st;
   };
   nlohmann::ordered_json validation;
-  bool validate = req.config.validate == ExportConfig::Validate::kAlways ||
-                  (req.config.validate == ExportConfig::Validate::kAuto && s.constant_bytes <= ExportConfig::kAutoValidateBytes);
+  bool validate = config.validate == ExportConfig::Validate::kAlways ||
+                  (config.validate == ExportConfig::Validate::kAuto && s.constant_bytes <= ExportConfig::kAutoValidateBytes);
   if (validate) {
     progress({"validate", 0, 0});
     const graph::Program* float_model = fp32_model ? &*fp32_model : quantized_reference ? &unlowered : nullptr;
@@ -210,16 +213,16 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
     // Expert routing is discrete: a near tie may go the other way at 16 bits, which
     // no tolerance bounds, so MoE programs report their distance to fp32 instead.
     if (half && !built.routed_experts) {
-      float_tolerance = req.config.dtype == ScalarType::kHalf ? kFp16ModelTolerance : kBf16ModelTolerance;
+      float_tolerance = config.dtype == ScalarType::kHalf ? kFp16ModelTolerance : kBf16ModelTolerance;
     }
     auto v = validate_export(quantized_reference ? *quantized_reference : unlowered, staged,
-                             req.config.linear_weights == ScalarType::kHalf ? kFp16WeightsTolerance : kFp32Tolerance,
+                             config.linear_weights == ScalarType::kHalf ? kFp16WeightsTolerance : kFp32Tolerance,
                              float_model, float_tolerance);
     if (!v) return discard(v.status().with_context("validation"));
     validation = v->report;
     if (!v->ok) return discard(make_error(ErrorCode::kInternal, "validation failed: {}", v->message));
   } else {
-    validation = {{"skipped", req.config.validate == ExportConfig::Validate::kNever
+    validation = {{"skipped", config.validate == ExportConfig::Validate::kNever
                                   ? "--no-validate"
                                   : fmt::format("constants exceed {} MiB; pass --validate to force", ExportConfig::kAutoValidateBytes >> 20)}};
   }
@@ -232,7 +235,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
               {"model_type", built.model_type},
               {"architecture", built.architecture},
               {"max_seq_len", built.max_seq_len},
-              {"config", config_to_json(req.config)},
+              {"config", config_to_json(config)},
               {"file_bytes", ws.file_size},
               {"constant_bytes", s.constant_bytes},
               {"warnings", log.warnings},

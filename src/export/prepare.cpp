@@ -5,12 +5,19 @@
 namespace hf2pte::exp {
 
 Status prepare_backend(graph::Program& p, const ExportConfig& c, StageLog& log) {
-  // portable runs every op on reference kernels; xnnpack delegates what its
-  // partitioner claims (stage 6) and leaves the rest on the same kernels.
-  // CUDA lowering lands with its backend (docs/decisions.md, "Backends").
-  if (c.backend != Backend::kPortable && c.backend != Backend::kXnnpack) {
-    return make_error(ErrorCode::kNotSupported, "backend '{}' is not available yet; use --backend portable or xnnpack",
-                      backend_name(c.backend));
+  // portable runs every op on reference kernels; xnnpack and cuda delegate
+  // what their partitioners claim (stage 6) and leave the rest on the same
+  // kernels. cuda programs are bf16 (resolve_backend_dtype made them so, with
+  // the seed's warning) and need no GPU to export (docs/cuda.md).
+  if (c.backend == Backend::kCuda) {
+    if (c.dtype != ScalarType::kBFloat16) {
+      return make_error(ErrorCode::kInternal, "--backend cuda reached preparation with dtype {}; expected bf16",
+                        dtype_name(c.dtype));
+    }
+    if (c.quant.active()) {
+      return make_error(ErrorCode::kNotSupported,
+                        "--qlinear/--qembedding with --backend cuda are not supported yet (cuda programs are bf16)");
+    }
   }
   const bool half = c.dtype == ScalarType::kHalf || c.dtype == ScalarType::kBFloat16;
   if (half && c.quant.active()) {

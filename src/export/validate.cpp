@@ -6,7 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "backends/xnnpack/runtime/xnnpack_backend.h"
+#include "backends/builtin/builtin.h"
+#include "backends/cuda/runtime/cuda_backend.h"
 #include "export/interpreter.h"
 #include "kernels/portable/kernels.h"
 #include "runtime/program.h"
@@ -80,8 +81,15 @@ Result<ValidationResult> validate_export(const graph::Program& unlowered, const 
                                          std::optional<double> float_model_tolerance) {
   ValidationResult result;
   result.report = nlohmann::ordered_json::object();
-  // Programs exported with --backend xnnpack hold XnnpackBackend delegates.
-  HF2PTE_RETURN_IF_ERROR(xnn::register_xnnpack_backend());
+  // Programs exported with --backend xnnpack hold XnnpackBackend delegates;
+  // --backend cuda ones are checked on the CPU reference executor, which runs
+  // the same portable kernels as the interpreter (docs/cuda.md, "Validation").
+  HF2PTE_RETURN_IF_ERROR(backends::register_builtin_backends());
+  struct ReferenceCuda {
+    cuda::ExecutorChoice saved = cuda::executor_choice();
+    ReferenceCuda() { cuda::set_executor_choice(cuda::ExecutorChoice::kReference); }
+    ~ReferenceCuda() { cuda::set_executor_choice(saved); }
+  } reference_cuda;
   HF2PTE_ASSIGN_OR_RETURN(auto program, rt::Program::load(pte_path));
   const auto& kernels = portable_registry();
   for (const auto& g : unlowered.methods) {
