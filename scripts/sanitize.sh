@@ -37,6 +37,8 @@ run_fuzzer fuzz_npy "$(corpus npy tests/data/fixtures/llama-mha/*.npy)"
 # registered, so mutations of the delegate segment reach the payload parser
 # (seeds: upstream-written programs and our channels-last ResNet).
 run_fuzzer fuzz_xnnpack "$(corpus xnnpack tests/data/conformance/{add,dynamic,quantized}.pte fuzz/seeds/xnnpack/*.pte)"
+# hf2pte's CUDA delegate payloads: parser + CPU reference executor.
+run_fuzzer fuzz_cuda "$(corpus cuda fuzz/seeds/cuda/*)"
 run_fuzzer fuzz_tokenizer "$(corpus tokenizer models/stories260K/tokenizer.json fuzz/seeds/tokenizer/*.json)"
 run_fuzzer fuzz_chat_template "$(corpus chat_template fuzz/seeds/chat_template/*.jinja)"
 # hf2pte serve's request bodies (both endpoints) and its stop-string matcher.

@@ -13,6 +13,8 @@
 #include <fmt/ranges.h>
 
 #include "backends/builtin/builtin.h"
+#include "backends/cuda/runtime/cuda_backend.h"
+#include "backends/cuda/runtime/device.h"
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "bench/bench.h"
 #include "kernels/optimized/qgemm.h"
@@ -173,6 +175,17 @@ int run_bench(const BenchArgs& a) {
               "taken just before it)\n",
               100.0 * r->decode_bandwidth_share_per_block, r->decode_share_blocks);
   std::printf("peak RSS: %.1f MiB\n", r->peak_rss_mib);
+  // A CUDA delegate on a GPU: the limit is the device's memory, not the host's.
+  const std::string executor = cuda::last_executor_description();
+  if (!executor.empty()) std::printf("cuda delegate: %s\n", executor.c_str());
+  if (executor.rfind("device", 0) == 0) {
+    auto bw = cuda::measure_device_read_bandwidth();
+    if (!bw) return fail(bw.status());
+    const double read = double(r->weight_bytes_per_token) * r->decode_tok_s / 1e9;
+    std::printf("device read bandwidth: %.1f GB/s; decode share of the device limit: %.1f %% (limit %.1f tok/s; decode "
+                "read %.1f GB/s of weights)\n",
+                *bw, 100.0 * read / *bw, *bw * 1e9 / double(std::max<uint64_t>(r->weight_bytes_per_token, 1)), read);
+  }
   return 0;
 }
 

@@ -141,13 +141,30 @@ Result<ValueId> encoder_layer(BlockBuilder& b, const EncoderConfig& c, const Lay
   return b.norm(x, w.ffn_norm, ln, p + ".ffn_norm");
 }
 
-/// Additive attention mask [1, S]: 0 where attention_mask is 1, finfo(float32).min
-/// where it is 0 (HF's (1 - mask) * min; any value <= 0 counts as padding).
+/// Outputs are f32 whatever the model's dtype, as decoders' logits are
+/// (llm-contract.md): a 16-bit value is cast once at the end.
+Result<ValueId> as_f32(BlockBuilder& b, ValueId x, const std::string& name) {
+  if (b.graph().type(x).dtype == ScalarType::kFloat) return x;
+  return b.op(OpId::ToCopy, {x, ScalarType::kFloat}, name);
+}
+
+/// The most negative finite value of a float dtype (torch.finfo(dtype).min).
+double finfo_min(ScalarType t) {
+  switch (t) {
+    case ScalarType::kHalf: return -65504.0;
+    case ScalarType::kBFloat16: return -3.3895313892515355e38;  // (2 - 2^-7) * 2^127
+    default: return -double(std::numeric_limits<float>::max());
+  }
+}
+
+/// Additive attention mask [1, S] in the model's dtype: 0 where attention_mask
+/// is 1, finfo(dtype).min where it is 0 (HF's (1 - mask) * min; any value <= 0
+/// counts as padding).
 Result<ValueId> additive_mask(BlockBuilder& b, ValueId attention_mask) {
   ValueId zero_i = b.scalar(ScalarType::kLong, 0, "mask.zero");
   HF2PTE_ASSIGN_OR_RETURN(ValueId padded, b.op(OpId::LeTensorOut, {attention_mask, zero_i}, "mask.padded"));
-  ValueId lowest = b.scalar(ScalarType::kFloat, -double(std::numeric_limits<float>::max()), "mask.finfo_min");
-  ValueId zero_f = b.scalar(ScalarType::kFloat, 0.0, "mask.zero_f");
+  ValueId lowest = b.scalar(b.dtype(), finfo_min(b.dtype()), "mask.finfo_min");
+  ValueId zero_f = b.scalar(b.dtype(), 0.0, "mask.zero_f");
   return b.op(OpId::WhereSelfOut, {padded, lowest, zero_f}, "mask");
 }
 
@@ -156,6 +173,8 @@ Result<ValueId> additive_mask(BlockBuilder& b, ValueId attention_mask) {
 /// pos_i = padding_idx + r_i * sum_{j <= i} r_j. No kernel here casts float to
 /// int, so the cumulative sum is a lower-triangular matmul and the lookup a
 /// one-hot matmul; both are exact in float32 (integers < 2^24, one non-zero term per row).
+/// The count stays f32 at every model dtype (bf16 holds integers exactly only to
+/// 256); the one-hot rows are built in the table's dtype, where 0 and 1 are exact.
 Result<ValueId> positions_after_padding(BlockBuilder& b, ValueId ids, ValueId table, const SymInt& S,
                                         int64_t max_seq_len, int64_t rows, int64_t pad) {
   Graph& g = b.graph();
@@ -189,7 +208,9 @@ Result<ValueId> positions_after_padding(BlockBuilder& b, ValueId ids, ValueId ta
   HF2PTE_ASSIGN_OR_RETURN(ValueId a, b.op(OpId::LeTensorOut, {table_rows, pos}, "pos.row_le_id"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId c, b.op(OpId::LeTensorOut, {pos, table_rows}, "pos.id_le_row"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId hit, b.op(OpId::WhereSelfOut, {a, c, no}, "pos.hit"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId onehot, b.op(OpId::WhereSelfOut, {hit, one, zero}, "pos.one_hot"));
+  ValueId one_t = b.scalar(g.type(table).dtype, 1.0, "pos.one_t");
+  ValueId zero_t = b.scalar(g.type(table).dtype, 0.0, "pos.zero_t");
+  HF2PTE_ASSIGN_OR_RETURN(ValueId onehot, b.op(OpId::WhereSelfOut, {hit, one_t, zero_t}, "pos.one_hot"));
   return b.op(OpId::MmOut, {onehot, table}, "pos_embed");
 }
 
@@ -225,8 +246,6 @@ Result<BuiltModel> build_encoder(Checkpoint& ckpt, const BuildOptions& opt) {
   HF2PTE_ASSIGN_OR_RETURN(EncoderConfig c, parse_encoder_config(ckpt.config(), where));
   const EncoderTraits* t = find_encoder_architecture(c.model_type);
   HF2PTE_CHECK_OR_RETURN(t != nullptr, kNotSupported, "unsupported encoder model_type '{}' ({})", c.model_type, where);
-  HF2PTE_CHECK_OR_RETURN(opt.dtype == ScalarType::kFloat, kNotSupported,
-                         "--dtype {} is not supported for encoders yet; expected fp32", scalar_type_name(opt.dtype));
   const EncoderNames& n = t->names;
   const int64_t H = c.hidden_size, V = c.vocab_size, P = c.max_position_embeddings;
 
@@ -284,7 +303,8 @@ Result<BuiltModel> build_encoder(Checkpoint& ckpt, const BuildOptions& opt) {
     HF2PTE_ASSIGN_OR_RETURN(LayerWeights w, load_layer(b, n, c, i));
     HF2PTE_ASSIGN_OR_RETURN(x, encoder_layer(b, c, w, S, mask, x, i));
   }
-  HF2PTE_ASSIGN_OR_RETURN(ValueId hidden, b.op(OpId::ViewCopyOut, {x, IntList{1, S, H}}, "last_hidden_state"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId hidden_x, as_f32(b, x, "last_hidden_state_f32"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId hidden, b.op(OpId::ViewCopyOut, {hidden_x, IntList{1, S, H}}, "last_hidden_state"));
 
   std::vector<ValueId> outputs;
   if (head) {
@@ -305,6 +325,7 @@ Result<BuiltModel> build_encoder(Checkpoint& ckpt, const BuildOptions& opt) {
     HF2PTE_ASSIGN_OR_RETURN(h, b.activation(h, t->head_act.empty() ? std::string_view(c.hidden_act) : t->head_act, "head.act"));
     HF2PTE_ASSIGN_OR_RETURN(h, b.norm(h, norm, ln, "head.norm"));
     HF2PTE_ASSIGN_OR_RETURN(h, b.linear(h, decoder, "head.decoder"));
+    HF2PTE_ASSIGN_OR_RETURN(h, as_f32(b, h, "logits_f32"));
     HF2PTE_ASSIGN_OR_RETURN(ValueId logits, b.op(OpId::ViewCopyOut, {h, IntList{1, S, V}}, "logits"));
     outputs.push_back(logits);
   }

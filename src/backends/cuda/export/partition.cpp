@@ -102,7 +102,9 @@ class RunLowering {
   RunLowering(const Graph& g, const std::vector<Node>& nodes, size_t begin, size_t end)
       : g_(g), nodes_(nodes), begin_(begin), end_(end) {}
 
-  Result<graph::Delegate> lower(const std::vector<ValueId>& inputs, const std::vector<ValueId>& outputs,
+  /// May append method inputs to `inputs`: a dim no run input has as a size
+  /// is read from the method input that defines it.
+  Result<graph::Delegate> lower(std::vector<ValueId>& inputs, const std::vector<ValueId>& outputs,
                                 const std::unordered_set<ValueId>& used_outside) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& v = g_.value(inputs[i]);
@@ -258,8 +260,9 @@ class RunLowering {
     return Status::ok();
   }
 
-  /// Each dim is read from the first delegate input that has it as a size.
-  Status resolve_dims(const std::vector<ValueId>& inputs) {
+  /// Each dim is read from the first delegate input that has it as a size;
+  /// failing that, the method input the dim comes from joins the inputs.
+  Status resolve_dims(std::vector<ValueId>& inputs) {
     for (const auto& name : dim_names_) {
       const SymInt want = SymInt::dim(name);
       bool found = false;
@@ -272,10 +275,17 @@ class RunLowering {
           }
         }
       }
+      auto src = g_.dim_sources().find(name);
+      if (!found && src != g_.dim_sources().end()) {
+        inputs.push_back(src->second.input);
+        HF2PTE_RETURN_IF_ERROR(
+            add_tensor(src->second.input, fb_cuda::TensorRole::Input, uint32_t(inputs.size() - 1)).status());
+        dims_.push_back({name, uint32_t(inputs.size() - 1), uint32_t(src->second.axis)});
+        found = true;
+      }
       if (!found) {
         return make_error(ErrorCode::kNotSupported,
-                          "dim '{}' of a CUDA partition of method {} is not a size of any of its inputs", name,
-                          g_.name());
+                          "dim '{}' of a CUDA partition is neither a size of its inputs nor of a method input", name);
       }
     }
     return Status::ok();
@@ -437,7 +447,7 @@ Result<CudaPartitionStats> partition_for_cuda(Graph& g) {
     }
     RunLowering lowering(g, nodes, i, end);
     auto d = lowering.lower(inputs, outputs, used_outside);
-    if (!d) return d.status().with_context(g.name());
+    if (!d) return d.status();
     stats.arena_bytes += lowering.arena_bytes();
     Node call;
     call.op = OpId::DelegateCall;

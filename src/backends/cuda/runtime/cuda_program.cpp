@@ -61,6 +61,12 @@ Status CudaProgram::evaluate(std::span<const std::span<const int64_t>> input_siz
                            v, di.min, di.max);
     dim_values[d] = v;
   }
+  return evaluate_dims(dim_values, out);
+}
+
+Status CudaProgram::evaluate_dims(std::span<const int64_t> dim_values, std::vector<int64_t>* out) const {
+  HF2PTE_CHECK_OR_RETURN(dim_values.size() == dims.size(), kInvalidArgument, "{} dim values for {} dims",
+                         dim_values.size(), dims.size());
   out->assign(exprs.size(), 0);
   auto& val = *out;
   for (size_t i = 0; i < exprs.size(); ++i) {
@@ -134,6 +140,11 @@ Result<CudaProgram> parse_cuda_payload(std::span<const uint8_t> payload, uint64_
       }
       p.exprs.push_back(x);
     }
+  }
+  // Every input and output is a tensor of the payload: bounds the tables below.
+  const uint64_t n_tensors = g->tensors() ? g->tensors()->size() : 0;
+  if (uint64_t(p.num_inputs) + p.num_outputs > n_tensors) {
+    return bad(fmt::format("{} inputs and {} outputs but {} tensors", p.num_inputs, p.num_outputs, n_tensors));
   }
   p.input_tensor.assign(p.num_inputs, UINT32_MAX);
   p.output_tensor.assign(p.num_outputs, UINT32_MAX);

@@ -78,6 +78,8 @@ struct CudaProgram {
   /// sizes), or an error naming a dim outside its declared range or an input
   /// whose rank does not have the dim's axis.
   Status evaluate(std::span<const std::span<const int64_t>> input_sizes, std::vector<int64_t>* expr_values) const;
+  /// Every expr's value for given dim values (one per dim, in range).
+  Status evaluate_dims(std::span<const int64_t> dim_values, std::vector<int64_t>* expr_values) const;
   /// Tensor `t`'s sizes under evaluated exprs.
   std::vector<int64_t> sizes_of(uint32_t t, const std::vector<int64_t>& expr_values) const;
 };

@@ -28,6 +28,11 @@ std::string device_unavailable_reason();
 /// Name and memory of device 0 ("NVIDIA H200, 139.8 GiB, sm_90"), or "".
 std::string device_description();
 
+/// The device's measured read bandwidth in GB/s: the best of a few passes of
+/// a streaming-read kernel over a 1 GiB buffer (the "limit" `hf2pte bench`
+/// compares decode against, as it does with the CPU probe).
+Result<double> measure_device_read_bandwidth();
+
 /// One payload loaded on the device: weights uploaded once, one arena for the
 /// intermediates (CudaProgram::arena_bytes), state tensors (KV caches) kept on
 /// the device, one stream.
