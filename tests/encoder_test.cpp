@@ -11,6 +11,7 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include "checkpoint/npy.h"
 #include "checkpoint/safetensors.h"
 #include "export/exporter.h"
+#include "export/validate.h"
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"
 #include "pte/pte_file.h"
@@ -174,11 +176,13 @@ std::string edited_bert(const std::string& tag, const std::function<void(nlohman
 
 // ---- export and run ------------------------------------------------------------
 
-Result<exp::ExportSummary> export_to(const std::string& dir, const std::string& pte, exp::Backend backend) {
+Result<exp::ExportSummary> export_to(const std::string& dir, const std::string& pte, exp::Backend backend,
+                                     ScalarType dtype = ScalarType::kFloat) {
   exp::ExportRequest req;
   req.model_dir = dir;
   req.output_path = pte;
   req.config.backend = backend;
+  req.config.dtype = dtype;
   return exp::export_model(req);
 }
 
@@ -313,6 +317,50 @@ TEST_F(EncoderTest, RobertaFromBertWeightsMatchesReferenceOptimizedKernels) {
   const int64_t pad = first_absent_id(ref_ids());
   expect_matches_reference(make_roberta("roberta", "RobertaForMaskedLM", pad, "roberta"), true, exp::Backend::kPortable,
                            optimized_registry());
+}
+
+// --dtype bf16 / fp16 and --backend cuda (issue 15): 16-bit encoders match the
+// float64 reference within the 16-bit bound of docs/decisions.md ("Half-precision
+// programs"), |d| <= tol x max(1, max |reference|), on BERT and on RoBERTa (whose
+// position count stays f32: bf16 holds integers exactly only up to 256). The
+// cuda program is one delegate, run here by the CPU reference executor.
+TEST_F(EncoderTest, HalfPrecisionMatchesReferenceWithinItsBound) {
+  struct Case {
+    exp::Backend backend;
+    ScalarType dtype;
+    double tol;
+  };
+  const Case cases[] = {{exp::Backend::kPortable, ScalarType::kBFloat16, exp::kBf16ModelTolerance},
+                        {exp::Backend::kPortable, ScalarType::kHalf, exp::kFp16ModelTolerance},
+                        {exp::Backend::kCuda, ScalarType::kBFloat16, exp::kBf16ModelTolerance}};
+  auto bert = test::temp_dir("bert-half");
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(bert_dir() + "/" + f, bert + "/" + f);
+  const int64_t pad = first_absent_id(ref_ids());
+  const std::string roberta = make_roberta("roberta", "RobertaForMaskedLM", pad, "roberta-half");
+  auto ids = ref_ids();
+  auto scale = [](const std::vector<float>& v) {
+    double m = 1;
+    for (float x : v) m = std::max(m, double(std::fabs(x)));
+    return m;
+  };
+  for (const auto& dir : {bert, roberta}) {
+    for (const auto& c : cases) {
+      const std::string pte = dir + "/model-" + std::string(scalar_type_name(c.dtype)) + "-" +
+                              exp::backend_name(c.backend) + ".pte";
+      auto s = export_to(dir, pte, c.backend, c.dtype);
+      ASSERT_TRUE(s.is_ok()) << s.status().message();
+      auto outs = run_forward(pte, ids, std::vector<int64_t>(ids.size(), 1));
+      ASSERT_EQ(outs.size(), 2u);
+      const auto logits = ref_logits(), hidden = ref_hidden();
+      const double dl = test::max_abs_diff(outs[0], logits) / scale(logits);
+      const double dh = test::max_abs_diff(outs[1], hidden) / scale(hidden);
+      EXPECT_LE(dl, c.tol) << pte;
+      EXPECT_LE(dh, c.tol) << pte;
+      // The arithmetic really changed: a 16-bit program is not the fp32 one.
+      EXPECT_GT(test::max_abs_diff(outs[1], hidden), kAtol) << pte;
+      ::testing::Test::RecordProperty(pte, diff_text(std::max(dl, dh)));
+    }
+  }
 }
 
 TEST_F(EncoderTest, XlmRobertaFromBertWeightsMatchesReference) {

@@ -42,6 +42,9 @@ bool routes_experts(const std::string& name) {
   return name == "mixtral" || name == "qwen3_moe" || name == "gpt_oss" || name == "deepseek_v3";
 }
 
+/// Mamba's selective scan carries each token's rounding into the next state.
+bool recurrent(const std::string& name) { return name == "mamba"; }
+
 const char* dtype_flag(ScalarType t) { return t == ScalarType::kHalf ? "fp16" : "bf16"; }
 std::string case_flag(const HalfCase& c) {
   return c.backend == exp::Backend::kCuda ? "cuda" : dtype_flag(c.dtype);
@@ -99,7 +102,12 @@ TEST_P(HalfFixture, MatchesReferenceWithinHalfTolerance) {
   // families' error), and up to a quarter of the positions may be off by an
   // expert chosen the other way on a near tie (mixtral bf16: 2 of 10).
   const bool moe = routes_experts(name);
-  const HalfCase hc{hc0.dtype, moe ? 2 * hc0.tol : hc0.tol, hc0.backend};
+  // Recurrent (Mamba): twice the bound, every position within it. Measured with
+  // the scan, x_proj and dt_proj in f32 (HF keeps the scan in f32 too): bf16
+  // 1.4x, fp16 1.05x the dense bound, from the 16-bit in_proj/conv/out_proj
+  // whose rounding the recurrence accumulates over the sequence.
+  const bool relaxed = moe || recurrent(name);
+  const HalfCase hc{hc0.dtype, relaxed ? 2 * hc0.tol : hc0.tol, hc0.backend};
   const std::string dir = fixture(name);
   const std::string pte = test::temp_dir(name + "-" + case_flag(hc)) + "/model.pte";
   auto s = export_half(name, hc.dtype, pte, hc.backend);
@@ -108,7 +116,7 @@ TEST_P(HalfFixture, MatchesReferenceWithinHalfTolerance) {
   // dense models, a reported distance for routed ones).
   const auto& v0 = s->report["validation"]["forward"]["outputs"][0];
   EXPECT_TRUE(v0.contains("vs_float_model")) << s->report["validation"].dump();
-  EXPECT_EQ(v0.contains("vs_float_model_tolerance"), !routes_experts(name)) << s->report["validation"].dump();
+  EXPECT_EQ(v0.contains("vs_float_model_tolerance"), !relaxed) << s->report["validation"].dump();
 
   // The program really is 16-bit: the KV cache and the weights.
   auto file = pte::PteFile::open(pte);
@@ -200,7 +208,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HalfFixture,
                                                               "qwen2", "phi3", "llama3-rope", "qwen3", "gemma", "olmo2",
                                                               "gemma2", "gemma3", "phi", "gpt_neox", "mixtral",
                                                               "qwen3_moe", "gpt2", "gpt2-hubstyle", "gpt_oss",
-                                                              "deepseek_v3"),
+                                                              "deepseek_v3", "mamba"),
                                             ::testing::Values(kBf16, kFp16, kCuda)),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + case_flag(std::get<1>(info.param));
@@ -224,14 +232,15 @@ TEST(HalfPrecision, Bf16DiffersFromFp32ButWithinBound) {
   EXPECT_GT(diff, 1e-3) << "a bf16 program should not match fp32 to 1e-3";
 }
 
-// Refusals: 16-bit encoders, mamba and quantized 16-bit programs are named errors.
+// Refusals: quantized 16-bit programs are named errors.
+// (16-bit encoders, image models and Whisper: encoder_test, vision_test, speech_test.)
 TEST(HalfPrecision, UnsupportedCombinationsAreNamedErrors) {
   struct Case {
     const char* fixture;
     bool quant;
     const char* expected;
   };
-  const Case cases[] = {{"bert", false, "encoders"}, {"mamba", false, "mamba"}, {"llama-gqa", true, "--qlinear"}};
+  const Case cases[] = {{"llama-gqa", true, "--qlinear"}};
   for (const auto& c : cases) {
     exp::ExportRequest req;
     req.model_dir = fixture(c.fixture);

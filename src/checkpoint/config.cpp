@@ -709,6 +709,7 @@ Result<MambaConfig> parse_mamba_config(const json& config, const std::string& wh
   HF2PTE_RETURN_IF_ERROR(must_be_positive_finite("layer_norm_epsilon", c.layer_norm_epsilon, where));
   HF2PTE_ASSIGN_OR_RETURN(c.use_bias, get_bool_or(config, "use_bias", false, where));
   HF2PTE_ASSIGN_OR_RETURN(c.use_conv_bias, get_bool_or(config, "use_conv_bias", true, where));
+  HF2PTE_ASSIGN_OR_RETURN(c.residual_in_fp32, get_bool_or(config, "residual_in_fp32", true, where));
   HF2PTE_ASSIGN_OR_RETURN(c.tie_word_embeddings, get_bool_or(config, "tie_word_embeddings", true, where));
   HF2PTE_ASSIGN_OR_RETURN(c.hidden_act, get_string_or(config, "hidden_act", "silu", where));
   HF2PTE_CHECK_OR_RETURN(c.hidden_act == "silu", kNotSupported,

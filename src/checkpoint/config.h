@@ -159,6 +159,7 @@ struct MambaConfig {
   double layer_norm_epsilon = 0;
   bool use_bias = false;       ///< in_proj / out_proj biases
   bool use_conv_bias = true;
+  bool residual_in_fp32 = true;  ///< the residual stream stays f32 in a 16-bit model
   bool tie_word_embeddings = true;
   std::string hidden_act;      ///< only "silu" is supported
   std::optional<int64_t> bos_token_id;

@@ -322,8 +322,9 @@ int main(int argc, char** argv) {
                  "xnnpack (default) | portable | cuda (bf16, exported without a GPU; runs on a GPU, or on the CPU "
                  "reference executor with a warning; docs/cuda.md)");
   ex->add_option("--dtype", ea.dtype,
-                 "fp32 (default) | bf16 | fp16: the program's float type (weights, activations, KV cache); norms, "
-                 "softmax and MoE routing compute in f32, logits are f32 (decoder LLMs; portable kernels)");
+                 "fp32 (default; bf16 for --backend cuda) | bf16 | fp16: the program's float type (weights, activations, "
+                 "KV cache); norms, softmax and MoE routing compute in f32, inputs and outputs stay f32 (decoders, "
+                 "encoders, ViT/ResNet, Whisper; portable kernels)");
   ex->add_option("--max-seq-len", ea.max_seq_len, "maximum sequence length (KV cache size)");
   ex->add_option("--attention-span", ea.attention_span,
                  "full (default): attend over the whole KV cache, masked | written: only positions [0, last written + 1)");

@@ -212,7 +212,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
     std::optional<double> float_tolerance;
     // Expert routing is discrete: a near tie may go the other way at 16 bits, which
     // no tolerance bounds, so MoE programs report their distance to fp32 instead.
-    if (half && !built.routed_experts) {
+    if (half && !built.routed_experts && !built.recurrent_state) {
       float_tolerance = config.dtype == ScalarType::kHalf ? kFp16ModelTolerance : kBf16ModelTolerance;
     }
     auto v = validate_export(quantized_reference ? *quantized_reference : unlowered, staged,

@@ -54,7 +54,7 @@ Result<ValueId> BlockBuilder::weight_view(const std::string& name, const std::ve
   r.transpose = view.transpose;
   r.sizes = view.sizes;
   r.map = view.map;
-  r.dtype = dtype_;
+  r.dtype = view.dtype.value_or(dtype_);
   return g_.add_constant(name + "." + label, graph::make_constant(r));
 }
 
@@ -76,6 +76,11 @@ std::vector<double> to_doubles(const TensorRef& t) {
 }
 
 }  // namespace
+
+Result<ValueId> BlockBuilder::cast(ValueId x, ScalarType dtype, const std::string& name) {
+  if (g_.type(x).dtype == dtype) return x;
+  return op(OpId::ToCopy, {x, dtype}, name);
+}
 
 Result<LinearWeights> BlockBuilder::conv_bn_folded(const std::string& conv, const std::vector<int64_t>& shape,
                                                    bool conv_bias, const std::string& bn, double eps) {
@@ -103,6 +108,15 @@ Result<LinearWeights> BlockBuilder::conv_bn_folded(const std::string& conv, cons
     bf[o] = float(beta[o] + (b[o] - mean[o]) * scale);
   }
   LinearWeights r;
+  if (dtype_ != ScalarType::kFloat) {  // a 16-bit model: the folded f32 values rounded once to its dtype
+    r.weight = g_.add_constant(conv + ".weight+bn",
+                               graph::ConstantData::from_values(dtype_, shape, std::vector<double>(wf.begin(), wf.end()),
+                                                                conv + ".weight with " + bn + " folded"));
+    r.bias = g_.add_constant(conv + ".bias+bn",
+                             graph::ConstantData::from_values(dtype_, {out}, std::vector<double>(bf.begin(), bf.end()),
+                                                              bn + " folded into " + conv));
+    return r;
+  }
   r.weight = g_.add_constant(conv + ".weight+bn", graph::ConstantData::from_bytes(ScalarType::kFloat, shape, to_bytes(wf),
                                                                                  conv + ".weight with " + bn + " folded"));
   r.bias = g_.add_constant(conv + ".bias+bn", graph::ConstantData::from_bytes(ScalarType::kFloat, {out}, to_bytes(bf),

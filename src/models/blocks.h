@@ -93,6 +93,7 @@ struct WeightView {
   bool transpose = false;
   std::vector<int64_t> sizes{};
   graph::ConstantRecipe::Map map = graph::ConstantRecipe::Map::kIdentity;
+  std::optional<ScalarType> dtype{};  ///< element type of the constant (default: the model's)
 };
 
 /// How a checkpoint stores its weights (see ArchTraits::conv1d_weights, optional_prefix).
@@ -165,6 +166,9 @@ class BlockBuilder {
   Result<ValueId> op(OpId op, std::vector<graph::Arg> args, const std::string& name) { return g_.add(op, std::move(args), name); }
 
   Graph& graph() { return g_; }
+  /// `x` as `dtype`: x itself when it already is, else one cast (aten::_to_copy).
+  /// 16-bit programs keep f32 inputs and outputs (llm-contract.md) and cast at the edges.
+  Result<ValueId> cast(ValueId x, ScalarType dtype, const std::string& name);
   ScalarType dtype() const { return dtype_; }
 
  private:

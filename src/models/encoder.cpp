@@ -141,13 +141,6 @@ Result<ValueId> encoder_layer(BlockBuilder& b, const EncoderConfig& c, const Lay
   return b.norm(x, w.ffn_norm, ln, p + ".ffn_norm");
 }
 
-/// Outputs are f32 whatever the model's dtype, as decoders' logits are
-/// (llm-contract.md): a 16-bit value is cast once at the end.
-Result<ValueId> as_f32(BlockBuilder& b, ValueId x, const std::string& name) {
-  if (b.graph().type(x).dtype == ScalarType::kFloat) return x;
-  return b.op(OpId::ToCopy, {x, ScalarType::kFloat}, name);
-}
-
 /// The most negative finite value of a float dtype (torch.finfo(dtype).min).
 double finfo_min(ScalarType t) {
   switch (t) {
@@ -303,7 +296,7 @@ Result<BuiltModel> build_encoder(Checkpoint& ckpt, const BuildOptions& opt) {
     HF2PTE_ASSIGN_OR_RETURN(LayerWeights w, load_layer(b, n, c, i));
     HF2PTE_ASSIGN_OR_RETURN(x, encoder_layer(b, c, w, S, mask, x, i));
   }
-  HF2PTE_ASSIGN_OR_RETURN(ValueId hidden_x, as_f32(b, x, "last_hidden_state_f32"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId hidden_x, b.cast(x, ScalarType::kFloat, "last_hidden_state_f32"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId hidden, b.op(OpId::ViewCopyOut, {hidden_x, IntList{1, S, H}}, "last_hidden_state"));
 
   std::vector<ValueId> outputs;
@@ -325,7 +318,7 @@ Result<BuiltModel> build_encoder(Checkpoint& ckpt, const BuildOptions& opt) {
     HF2PTE_ASSIGN_OR_RETURN(h, b.activation(h, t->head_act.empty() ? std::string_view(c.hidden_act) : t->head_act, "head.act"));
     HF2PTE_ASSIGN_OR_RETURN(h, b.norm(h, norm, ln, "head.norm"));
     HF2PTE_ASSIGN_OR_RETURN(h, b.linear(h, decoder, "head.decoder"));
-    HF2PTE_ASSIGN_OR_RETURN(h, as_f32(b, h, "logits_f32"));
+    HF2PTE_ASSIGN_OR_RETURN(h, b.cast(h, ScalarType::kFloat, "logits_f32"));
     HF2PTE_ASSIGN_OR_RETURN(ValueId logits, b.op(OpId::ViewCopyOut, {h, IntList{1, S, V}}, "logits"));
     outputs.push_back(logits);
   }

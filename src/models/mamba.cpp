@@ -30,11 +30,11 @@ ValueId i64_constant(Graph& g, std::vector<int64_t> values, std::vector<int64_t>
   return g.add_constant(name, graph::ConstantData::from_bytes(ScalarType::kLong, std::move(shape), to_bytes(values), name));
 }
 
-ValueId f32_fill(Graph& g, float value, std::vector<int64_t> shape, const std::string& name) {
+ValueId fill(Graph& g, ScalarType dtype, double value, std::vector<int64_t> shape, const std::string& name) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  std::vector<float> v(static_cast<size_t>(n), value);
-  return g.add_constant(name, graph::ConstantData::from_bytes(ScalarType::kFloat, std::move(shape), to_bytes(v), name));
+  return g.add_constant(name, graph::ConstantData::from_values(dtype, std::move(shape),
+                                                               std::vector<double>(static_cast<size_t>(n), value), name));
 }
 
 struct MambaLayer {
@@ -45,7 +45,10 @@ struct MambaLayer {
   ValueId a = -1, d_skip = -1;  ///< A = -exp(A_log) [D, N]; D [D]
 };
 
-Result<MambaLayer> load_layer(BlockBuilder& b, const MambaConfig& c, int64_t i) {
+/// `b32` loads the discretisation's projections (x_proj, dt_proj) in f32 at
+/// every model dtype: small matrices ((R + 2N) x D, D x R) whose 16-bit
+/// rounding exp(dt A) amplifies (docs/decisions.md, "Half-precision programs").
+Result<MambaLayer> load_layer(BlockBuilder& b, BlockBuilder& b32, const MambaConfig& c, int64_t i) {
   const auto p = fmt::format("backbone.layers.{}.", i);
   const int64_t H = c.hidden_size, D = c.intermediate_size, N = c.state_size, R = c.time_step_rank, K = c.conv_kernel;
   MambaLayer w;
@@ -68,12 +71,15 @@ Result<MambaLayer> load_layer(BlockBuilder& b, const MambaConfig& c, int64_t i) 
     w.conv_bias = cb;
   }
   // x_proj rows [dt_r (R) | B (N) | C (N)].
-  HF2PTE_ASSIGN_OR_RETURN(auto xp, b.split_rows(p + "mixer.x_proj.weight", {R + 2 * N, D}, {R, N, N}));
+  HF2PTE_ASSIGN_OR_RETURN(auto xp, b32.split_rows(p + "mixer.x_proj.weight", {R + 2 * N, D}, {R, N, N}));
   w.x_dt.weight = xp[0], w.x_b.weight = xp[1], w.x_c.weight = xp[2];
-  HF2PTE_ASSIGN_OR_RETURN(w.dt_proj, b.linear_weights(p + "mixer.dt_proj", D, R, true));
-  // A = -exp(A_log), folded while streaming (HF computes it every call).
+  HF2PTE_ASSIGN_OR_RETURN(w.dt_proj, b32.linear_weights(p + "mixer.dt_proj", D, R, true));
+  // A = -exp(A_log), folded while streaming (HF computes it every call, in
+  // f32 at every model dtype: the scan runs in f32).
   HF2PTE_ASSIGN_OR_RETURN(w.a, b.weight_view(p + "mixer.A_log", {D, N},
-                                             WeightView{.map = graph::ConstantRecipe::Map::kNegExp}, "neg_exp"));
+                                             WeightView{.map = graph::ConstantRecipe::Map::kNegExp,
+                                                        .dtype = ScalarType::kFloat},
+                                             "neg_exp"));
   HF2PTE_ASSIGN_OR_RETURN(w.d_skip, b.weight(p + "mixer.D", {D}));
   HF2PTE_ASSIGN_OR_RETURN(w.out_proj, b.linear_weights(p + "mixer.out_proj", H, D, c.use_bias));
   return w;
@@ -85,7 +91,8 @@ struct ScanInputs {
   bool stateful = true;             ///< false: --no-kv-cache, every call starts from zeros
   ValueId keep = -1;                ///< bool [1, 1]: cache_position[0] > 0 (continue from the state)
   std::vector<ValueId> shift_rows;  ///< per round: i64 [S], row of cat([identity], x) holding token t - off
-  ValueId zero = -1;                ///< f32 0-d
+  ValueId zero = -1;                ///< f32 0-d (the SSM state)
+  ValueId zero_t = -1;              ///< 0-d in the model's dtype (the conv state)
   ValueId one_row = -1, zero_row = -1;  ///< [1, D, N] identity of the scan (a = 1, b = 0)
   ValueId all_state_rows = -1;      ///< i64 [K-1]: 0..K-2 (conv state rows)
   ValueId first_row = -1;           ///< i64 [1]: 0 (the SSM state's one row)
@@ -110,9 +117,9 @@ Result<ValueId> causal_conv(BlockBuilder& b, const MambaConfig& c, const MambaLa
   ValueId state = -1;
   if (in.stateful) {
     state = g.add_buffer(p + ".conv_state", TensorType{b.dtype(), {K - 1, D}, {}});
-    HF2PTE_ASSIGN_OR_RETURN(prev, b.op(OpId::WhereSelfOut, {in.keep, state, in.zero}, p + ".conv_prev"));
+    HF2PTE_ASSIGN_OR_RETURN(prev, b.op(OpId::WhereSelfOut, {in.keep, state, in.zero_t}, p + ".conv_prev"));
   } else {
-    prev = f32_fill(g, 0.0f, {K - 1, D}, p + ".conv_zeros");
+    prev = fill(g, b.dtype(), 0.0, {K - 1, D}, p + ".conv_zeros");
   }
   HF2PTE_ASSIGN_OR_RETURN(ValueId padded, b.op(OpId::CatOut, {graph::TensorList{prev, xs}, int64_t{0}}, p + ".conv_input"));
   std::optional<ValueId> acc;
@@ -144,9 +151,15 @@ Result<ValueId> mixer(BlockBuilder& b, const MambaConfig& c, const MambaLayer& w
   HF2PTE_ASSIGN_OR_RETURN(xs, causal_conv(b, c, w, in, xs, p));
   HF2PTE_ASSIGN_OR_RETURN(xs, b.activation(xs, "silu", p + ".conv_act"));
 
-  HF2PTE_ASSIGN_OR_RETURN(ValueId dt, b.linear(xs, w.x_dt, p + ".x_proj_dt"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId bm, b.linear(xs, w.x_b, p + ".x_proj_b"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId cm, b.linear(xs, w.x_c, p + ".x_proj_c"));
+  // The discretisation and the selective scan run in f32 at every model dtype
+  // (HF's A is f32 and promotes dt, B and x; we also keep x_proj and dt_proj in
+  // f32, whose rounding exp(dt A) would amplify); a 16-bit model casts x here
+  // and the scan's states back for the readout (HF: ssm_state.to(dtype) @ C).
+  const ScalarType act = b.dtype();
+  HF2PTE_ASSIGN_OR_RETURN(ValueId xs32, b.cast(xs, ScalarType::kFloat, p + ".x_f32"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId dt, b.linear(xs32, w.x_dt, p + ".x_proj_dt"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId bm, b.linear(xs32, w.x_b, p + ".x_proj_b"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId cm, b.linear(xs32, w.x_c, p + ".x_proj_c"));
   HF2PTE_ASSIGN_OR_RETURN(dt, b.linear(dt, w.dt_proj, p + ".dt_proj"));
   HF2PTE_ASSIGN_OR_RETURN(dt, softplus(b, dt, p + ".dt"));
 
@@ -154,7 +167,7 @@ Result<ValueId> mixer(BlockBuilder& b, const MambaConfig& c, const MambaLayer& w
   HF2PTE_ASSIGN_OR_RETURN(ValueId dt3, b.op(OpId::ViewCopyOut, {dt, IntList{S, D, 1}}, p + ".dt3"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId a, b.op(OpId::MulOut, {dt3, w.a}, p + ".dt_a"));
   HF2PTE_ASSIGN_OR_RETURN(a, b.op(OpId::ExpOut, {a}, p + ".decay"));
-  HF2PTE_ASSIGN_OR_RETURN(ValueId xs3, b.op(OpId::ViewCopyOut, {xs, IntList{S, D, 1}}, p + ".xs3"));
+  HF2PTE_ASSIGN_OR_RETURN(ValueId xs3, b.op(OpId::ViewCopyOut, {xs32, IntList{S, D, 1}}, p + ".xs3"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId dtx, b.op(OpId::MulOut, {dt3, xs3}, p + ".dt_x"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId b3, b.op(OpId::ViewCopyOut, {bm, IntList{S, 1, N}}, p + ".b3"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId u, b.op(OpId::MulOut, {dtx, b3}, p + ".input"));
@@ -174,7 +187,7 @@ Result<ValueId> mixer(BlockBuilder& b, const MambaConfig& c, const MambaLayer& w
   ValueId hs = u;
   ValueId state = -1;
   if (in.stateful) {
-    state = g.add_buffer(p + ".ssm_state", TensorType{b.dtype(), {1, D, N}, {}});
+    state = g.add_buffer(p + ".ssm_state", TensorType{ScalarType::kFloat, {1, D, N}, {}});
     HF2PTE_ASSIGN_OR_RETURN(ValueId h0, b.op(OpId::WhereSelfOut, {in.keep, state, in.zero}, p + ".ssm_prev"));
     HF2PTE_ASSIGN_OR_RETURN(ValueId carried, b.op(OpId::MulOut, {a, h0}, p + ".ssm_carried"));
     HF2PTE_ASSIGN_OR_RETURN(hs, b.op(OpId::AddOut, {carried, u}, p + ".ssm"));
@@ -185,6 +198,7 @@ Result<ValueId> mixer(BlockBuilder& b, const MambaConfig& c, const MambaLayer& w
   HF2PTE_ASSIGN_OR_RETURN(ValueId c3, b.op(OpId::ViewCopyOut, {cm, IntList{S, N, 1}}, p + ".c3"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId y, b.op(OpId::BmmOut, {hs, c3}, p + ".readout"));
   HF2PTE_ASSIGN_OR_RETURN(y, b.op(OpId::ViewCopyOut, {y, IntList{S, D}}, p + ".y"));
+  HF2PTE_ASSIGN_OR_RETURN(y, b.cast(y, act, p + ".y_cast"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId skip, b.op(OpId::MulOut, {xs, w.d_skip}, p + ".skip"));
   HF2PTE_ASSIGN_OR_RETURN(y, b.op(OpId::AddOut, {y, skip}, p + ".y_skip"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId gate, b.activation(z, "silu", p + ".gate"));
@@ -221,9 +235,6 @@ Result<BuiltModel> build_mamba(const ArchTraits& arch, Checkpoint& ckpt, const B
   HF2PTE_CHECK_OR_RETURN(!opt.attend_written_only, kInvalidArgument,
                          "--attention-span written does not apply to mamba: it has no attention");
   HF2PTE_CHECK_OR_RETURN(!opt.custom_sdpa, kInvalidArgument, "--use-custom-sdpa does not apply to mamba: it has no attention");
-  HF2PTE_CHECK_OR_RETURN(opt.dtype == ScalarType::kFloat, kNotSupported,
-                         "--dtype {}: mamba programs are fp32 only for now (its selective scan is built in f32)",
-                         scalar_type_name(opt.dtype));
   BuiltModel out;
   out.model_type = std::string(arch.model_type);
   out.architecture = std::string(arch.architecture);
@@ -250,8 +261,9 @@ Result<BuiltModel> build_mamba(const ArchTraits& arch, Checkpoint& ckpt, const B
     in.first_row = i64_constant(g, {0}, {1}, "state.ssm_row");
   }
   in.zero = b.scalar(ScalarType::kFloat, 0.0, "state.zero");
-  in.one_row = f32_fill(g, 1.0f, {1, D, N}, "scan.identity_a");
-  in.zero_row = f32_fill(g, 0.0f, {1, D, N}, "scan.identity_b");
+  in.zero_t = b.scalar(opt.dtype, 0.0, "state.zero_t");
+  in.one_row = fill(g, ScalarType::kFloat, 1.0, {1, D, N}, "scan.identity_a");
+  in.zero_row = fill(g, ScalarType::kFloat, 0.0, {1, D, N}, "scan.identity_b");
   HF2PTE_ASSIGN_OR_RETURN(in.shift_rows, shift_rows(b, in.S, max_seq_len));
 
   // The original mamba_ssm checkpoints say "embedding", HF's "embeddings".
@@ -261,14 +273,23 @@ Result<BuiltModel> build_mamba(const ArchTraits& arch, Checkpoint& ckpt, const B
   HF2PTE_ASSIGN_OR_RETURN(ValueId ids, b.op(OpId::ViewCopyOut, {input_ids, IntList{in.S}}, "ids"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId x, b.op(OpId::EmbeddingOut, {embed, ids}, "embed"));
   const NormOptions no{NormKind::kRms, c.layer_norm_epsilon};
+  // residual_in_fp32 (MambaBlock): the residual stream is f32 and each norm
+  // reads it cast to the model's dtype; the sum of an f32 residual and a
+  // 16-bit mixer output is f32 (type promotion), so the mixer output is cast up.
+  const ScalarType stream = c.residual_in_fp32 ? ScalarType::kFloat : opt.dtype;
+  BlockBuilder b32(g, ckpt, ScalarType::kFloat);
+  HF2PTE_ASSIGN_OR_RETURN(x, b.cast(x, stream, "residual_stream"));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const auto p = fmt::format("layers.{}", i);
-    HF2PTE_ASSIGN_OR_RETURN(MambaLayer w, load_layer(b, c, i));
-    HF2PTE_ASSIGN_OR_RETURN(ValueId h, b.norm(x, w.norm, no, p + ".norm"));
+    HF2PTE_ASSIGN_OR_RETURN(MambaLayer w, load_layer(b, b32, c, i));
+    HF2PTE_ASSIGN_OR_RETURN(ValueId h, b.cast(x, opt.dtype, p + ".norm_in"));
+    HF2PTE_ASSIGN_OR_RETURN(h, b.norm(h, w.norm, no, p + ".norm"));
     HF2PTE_ASSIGN_OR_RETURN(ValueId m, mixer(b, c, w, in, h, p + ".mixer"));
+    HF2PTE_ASSIGN_OR_RETURN(m, b.cast(m, stream, p + ".mixer_out"));
     HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, m}, p + ".residual"));
   }
   HF2PTE_ASSIGN_OR_RETURN(NormWeights final_norm, b.norm_weights(std::string(arch.names.final_norm), H, NormKind::kRms));
+  HF2PTE_ASSIGN_OR_RETURN(x, b.cast(x, opt.dtype, "final_norm_in"));
   HF2PTE_ASSIGN_OR_RETURN(x, b.norm(x, final_norm, no, "final_norm"));
   LinearWeights head;
   if (c.tie_word_embeddings && !b.has("lm_head.weight")) {
@@ -277,6 +298,7 @@ Result<BuiltModel> build_mamba(const ArchTraits& arch, Checkpoint& ckpt, const B
     HF2PTE_ASSIGN_OR_RETURN(head, b.linear_weights("lm_head", V, H, false));
   }
   HF2PTE_ASSIGN_OR_RETURN(ValueId logits, b.linear(x, head, "lm_head"));
+  HF2PTE_ASSIGN_OR_RETURN(logits, b.cast(logits, ScalarType::kFloat, "logits_f32"));  // llm-contract.md
   HF2PTE_ASSIGN_OR_RETURN(logits, b.op(OpId::ViewCopyOut, {logits, IntList{1, in.S, V}}, "logits"));
   g.set_outputs({logits});
   HF2PTE_RETURN_IF_ERROR(ckpt.check_all_consumed());
@@ -286,6 +308,7 @@ Result<BuiltModel> build_mamba(const ArchTraits& arch, Checkpoint& ckpt, const B
   // The cache is a recurrent state: a call must continue exactly where the last
   // one ended (or start at 0); a runner must not rewind into it.
   out.program.constant_methods["use_recurrent_state"] = true;
+  out.recurrent_state = true;
   return out;
 }
 

@@ -39,6 +39,10 @@ struct BuiltModel {
   /// Some layer routes tokens to top-k experts: a discrete choice, which a
   /// 16-bit program may make differently from the fp32 model on near ties.
   bool routed_experts = false;
+  /// A recurrent state carries every token's rounding into the next (Mamba's
+  /// selective scan): its 16-bit distance to the fp32 model is reported, not
+  /// bounded, as for routed experts (docs/decisions.md, "Half-precision programs").
+  bool recurrent_state = false;
 };
 
 /// The LLM contract's metadata constant methods (docs/llm-contract.md) that

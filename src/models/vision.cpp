@@ -80,8 +80,6 @@ Result<std::vector<std::string>> labels(const nlohmann::json& j, const std::stri
 /// The labels of an image classifier's config (required), after checking the options apply.
 Result<std::vector<std::string>> classifier_labels(const Checkpoint& ckpt, const BuildOptions& opt) {
   const std::string where = ckpt.config_path();
-  HF2PTE_CHECK_OR_RETURN(opt.dtype == ScalarType::kFloat, kNotSupported,
-                         "--dtype {} is not supported for image models yet; expected fp32", scalar_type_name(opt.dtype));
   HF2PTE_ASSIGN_OR_RETURN(auto label_list, labels(ckpt.config(), where));
   HF2PTE_CHECK_OR_RETURN(!label_list.empty(), kInvalidInput, "{}: an image classifier needs id2label ({})",
                          json_label(where), where);
@@ -160,6 +158,7 @@ Result<BuiltModel> build_vit(Checkpoint& ckpt, const BuildOptions& opt) {
   Graph g("forward");
   BlockBuilder b(g, ckpt, opt.dtype);
   ValueId pixels = g.add_input("pixel_values", TensorType{ScalarType::kFloat, {1, C, c.image_size, c.image_size}, {}});
+  HF2PTE_ASSIGN_OR_RETURN(pixels, b.cast(pixels, opt.dtype, "pixel_values_cast"));
   // Patches: conv2d [H, C, P, P] with stride P -> [1, H, side, side] -> [Np, H].
   HF2PTE_ASSIGN_OR_RETURN(ValueId pw, b.weight("vit.embeddings.patch_embeddings.projection.weight", {H, C, P, P}));
   HF2PTE_ASSIGN_OR_RETURN(ValueId pb, b.weight("vit.embeddings.patch_embeddings.projection.bias", {H}));
@@ -185,6 +184,8 @@ Result<BuiltModel> build_vit(Checkpoint& ckpt, const BuildOptions& opt) {
   const int64_t L = int64_t(label_list.size());
   HF2PTE_ASSIGN_OR_RETURN(LinearWeights head, b.linear_weights("classifier", L, H, true));
   HF2PTE_ASSIGN_OR_RETURN(ValueId logits, b.linear(first, head, "logits"));
+  HF2PTE_ASSIGN_OR_RETURN(logits, b.cast(logits, ScalarType::kFloat, "logits_f32"));
+  HF2PTE_ASSIGN_OR_RETURN(hidden, b.cast(hidden, ScalarType::kFloat, "last_hidden_state_f32"));
   g.set_outputs({logits, hidden});
   // ViTModel's pooler (not used by the classifier) may be stored.
   ckpt.mark_ignored_if([](std::string_view n) { return n.starts_with("vit.pooler."); });
@@ -314,6 +315,7 @@ Result<BuiltModel> build_resnet(Checkpoint& ckpt, const BuildOptions& opt) {
   const int64_t bound = std::max<int64_t>(side, 224);
   const SymInt height = g.add_dim("height", 1, bound), width = g.add_dim("width", 1, bound);
   ValueId x = g.add_input("pixel_values", TensorType{ScalarType::kFloat, {1, c.num_channels, height, width}, {}});
+  HF2PTE_ASSIGN_OR_RETURN(x, b.cast(x, opt.dtype, "pixel_values_cast"));
   HF2PTE_ASSIGN_OR_RETURN(x, conv_bn(b, x, "resnet.embedder.embedder", c.num_channels, c.embedding_size, 7, 2, true, "embedder"));
   HF2PTE_ASSIGN_OR_RETURN(x, max_pool_3x3_s2(b, x, "embedder.pool"));
   int64_t in = c.embedding_size;
@@ -331,6 +333,9 @@ Result<BuiltModel> build_resnet(Checkpoint& ckpt, const BuildOptions& opt) {
   const int64_t L = int64_t(label_list.size());
   HF2PTE_ASSIGN_OR_RETURN(LinearWeights head, b.linear_weights("classifier.1", L, in, true));
   HF2PTE_ASSIGN_OR_RETURN(ValueId logits, b.linear(flat, head, "logits"));
+  HF2PTE_ASSIGN_OR_RETURN(logits, b.cast(logits, ScalarType::kFloat, "logits_f32"));
+  HF2PTE_ASSIGN_OR_RETURN(x, b.cast(x, ScalarType::kFloat, "last_hidden_state_f32"));
+  HF2PTE_ASSIGN_OR_RETURN(pooled, b.cast(pooled, ScalarType::kFloat, "pooler_output_f32"));
   g.set_outputs({logits, x, pooled});
   HF2PTE_RETURN_IF_ERROR(ckpt.check_all_consumed());
   out.program.methods.push_back(std::move(g));

@@ -163,6 +163,8 @@ Status build_encoder_method(BlockBuilder& b, const WhisperConfig& c) {
   const int64_t D = c.d_model, T = c.max_source_positions, F = 2 * T, M = c.num_mel_bins;
   ValueId x = g.add_input("input_features", TensorType{ScalarType::kFloat, {1, M, F}, {}});
   HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::ViewCopyOut, {x, IntList{1, M, 1, F}}, "features_2d"));
+  // 16-bit programs keep f32 inputs and outputs and cast at the edges.
+  HF2PTE_ASSIGN_OR_RETURN(x, b.cast(x, b.dtype(), "features_cast"));
   HF2PTE_ASSIGN_OR_RETURN(x, conv1d(b, c, x, "model.encoder.conv1", D, M, 1, "conv1"));
   HF2PTE_ASSIGN_OR_RETURN(x, conv1d(b, c, x, "model.encoder.conv2", D, D, 2, "conv2"));
   HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::ViewCopyOut, {x, IntList{D, T}}, "frames"));
@@ -177,6 +179,7 @@ Status build_encoder_method(BlockBuilder& b, const WhisperConfig& c) {
   }
   HF2PTE_ASSIGN_OR_RETURN(NormWeights ln, b.norm_weights("model.encoder.layer_norm.weight", D, NormKind::kLayerNorm));
   HF2PTE_ASSIGN_OR_RETURN(x, b.norm(x, ln, NormOptions{NormKind::kLayerNorm, 1e-5}, "encoder_norm"));
+  HF2PTE_ASSIGN_OR_RETURN(x, b.cast(x, ScalarType::kFloat, "encoder_states_f32"));
   HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::ViewCopyOut, {x, IntList{1, T, D}}, "encoder_hidden_states"));
   g.set_outputs({x});
   return Status::ok();
@@ -199,6 +202,7 @@ Status build_decoder_method(BlockBuilder& b, const WhisperConfig& c, int64_t max
   HF2PTE_ASSIGN_OR_RETURN(ValueId p_rows, b.op(OpId::IndexSelectOut, {table, int64_t{0}, pos}, "positions"));
   HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, p_rows}, "embed_with_pos"));
   HF2PTE_ASSIGN_OR_RETURN(ValueId states, b.op(OpId::ViewCopyOut, {enc, IntList{T, D}}, "encoder_states"));
+  HF2PTE_ASSIGN_OR_RETURN(states, b.cast(states, b.dtype(), "encoder_states_cast"));
   // Cross-attention K/V once per utterance: the call whose first cache_position
   // is 0 projects all T encoder rows into per-layer buffers; later calls select
   // zero rows (a data-dependent count from nonzero), so their projections do
@@ -249,6 +253,7 @@ Status build_decoder_method(BlockBuilder& b, const WhisperConfig& c, int64_t max
     HF2PTE_ASSIGN_OR_RETURN(head, b.linear_weights("proj_out", V, D, false));
   }
   HF2PTE_ASSIGN_OR_RETURN(ValueId logits, b.linear(x, head, "proj_out"));
+  HF2PTE_ASSIGN_OR_RETURN(logits, b.cast(logits, ScalarType::kFloat, "logits_f32"));
   HF2PTE_ASSIGN_OR_RETURN(logits, b.op(OpId::ViewCopyOut, {logits, IntList{1, S, V}}, "logits"));
   g.set_outputs({logits});
   return Status::ok();
@@ -268,8 +273,6 @@ Result<BuiltModel> build_whisper(Checkpoint& ckpt, const BuildOptions& opt) {
   HF2PTE_CHECK_OR_RETURN(c.activation == "gelu", kNotSupported,
                          "{}: activation_function '{}' is not supported for whisper; expected gelu ({})", json_label(where),
                          c.activation, where);
-  HF2PTE_CHECK_OR_RETURN(opt.dtype == ScalarType::kFloat, kNotSupported,
-                         "--dtype {} is not supported for whisper yet; expected fp32", scalar_type_name(opt.dtype));
   HF2PTE_CHECK_OR_RETURN(opt.kv_cache && !opt.attend_written_only, kNotSupported,
                          "whisper programs have a static KV cache; --no-kv-cache and --attention-span written do not apply");
   const int64_t max_len = opt.max_seq_len.value_or(c.max_target_positions);

@@ -280,9 +280,8 @@ Status MaxPool2dWithIndicesOut(rt::KernelContext&, std::span<rt::EValue*> args) 
   HF2PTE_ASSIGN_OR_RETURN(bool ceil_mode, r.bool_arg(5));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(6));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * indices, r.tensor(7));
-  if (in->dtype() != ScalarType::kFloat || out->dtype() != ScalarType::kFloat) {
-    return unsupported_dtype(op, "tensor", in->dtype() != ScalarType::kFloat ? in->dtype() : out->dtype(), kFloatOnly);
-  }
+  HF2PTE_CHECK_OR_RETURN(in->dtype() == out->dtype(), kInvalidArgument, "{}: out is {}; expected the input's {}",
+                         op_key(op), scalar_type_name(out->dtype()), scalar_type_name(in->dtype()));
   if (indices->dtype() != ScalarType::kLong) return unsupported_dtype(op, "indices", indices->dtype(), DTypeSet{ScalarType::kLong});
   HF2PTE_CHECK_OR_RETURN(!ceil_mode, kNotSupported, "{}: ceil_mode is not supported", op_key(op));
   HF2PTE_CHECK_OR_RETURN(in->dim() == 4 && !kernel.empty() && kernel.size() <= 2 && stride.size() <= 2 &&
@@ -306,8 +305,11 @@ Status MaxPool2dWithIndicesOut(rt::KernelContext&, std::span<rt::EValue*> args) 
   HF2PTE_RETURN_IF_ERROR(resize_out(*out, out_sizes, op));
   HF2PTE_RETURN_IF_ERROR(resize_out(*indices, out_sizes, op));
   const auto is = in->strides(), os = out->strides(), xs = indices->strides();
-  const float* px = in->data<float>();
-  float* po = out->data<float>();
+  // 16-bit data compares in float; the max is one of the inputs, so nothing rounds.
+  return dispatch<kFloating>(in->dtype(), op, "self", [&](auto tt) {
+  using T = typename decltype(tt)::type;
+  const T* px = in->data<T>();
+  T* po = out->data<T>();
   int64_t* pi = indices->data<int64_t>();
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t c = 0; c < C; ++c) {
@@ -322,7 +324,7 @@ Status MaxPool2dWithIndicesOut(rt::KernelContext&, std::span<rt::EValue*> args) 
             for (int64_t j = 0; j < kw && !nan; ++j) {
               const int64_t ix = x * sw - pw + j * dw;
               if (ix < 0 || ix >= W) continue;
-              const float v = px[n * is[0] + c * is[1] + iy * is[2] + ix * is[3]];
+              const float v = float(px[n * is[0] + c * is[1] + iy * is[2] + ix * is[3]]);
               if (at < 0 || v > best || std::isnan(v)) {
                 best = v;
                 at = iy * W + ix;
@@ -330,13 +332,13 @@ Status MaxPool2dWithIndicesOut(rt::KernelContext&, std::span<rt::EValue*> args) 
               }
             }
           }
-          po[n * os[0] + c * os[1] + y * os[2] + x * os[3]] = best;
+          po[n * os[0] + c * os[1] + y * os[2] + x * os[3]] = T(best);
           pi[n * xs[0] + c * xs[1] + y * xs[2] + x * xs[3]] = at;
         }
       }
     }
   }
-  return Status::ok();
+  });
 }
 
 // out[n, o, y, x] = bias[o] + sum_{c in group(o), i, j} in[n, c, y*s - p + i*d, x*s - p + j*d] * w[o, c', i, j]
@@ -354,8 +356,9 @@ Status ConvolutionOut(rt::KernelContext&, std::span<rt::EValue*> args) {
   HF2PTE_RETURN_IF_ERROR(r.int_list(7, &output_padding));
   HF2PTE_ASSIGN_OR_RETURN(int64_t groups, r.int_arg(8));
   HF2PTE_ASSIGN_OR_RETURN(rt::Tensor * out, r.tensor(9));
-  for (const rt::Tensor* t : {in, w, out}) {
-    if (t->dtype() != ScalarType::kFloat) return unsupported_dtype(op, "tensor", t->dtype(), kFloatOnly);
+  for (const rt::Tensor* t : {w, out}) {
+    HF2PTE_CHECK_OR_RETURN(t->dtype() == in->dtype(), kInvalidArgument, "{}: weight and out must be {} like the input; got {}",
+                           op_key(op), scalar_type_name(in->dtype()), scalar_type_name(t->dtype()));
   }
   HF2PTE_CHECK_OR_RETURN(!transposed, kNotSupported, "{}: transposed convolution is not supported", op_key(op));
   HF2PTE_CHECK_OR_RETURN(in->dim() == 4 && w->dim() == 4, kNotSupported,
@@ -370,24 +373,28 @@ Status ConvolutionOut(rt::KernelContext&, std::span<rt::EValue*> args) {
                              ph >= 0 && pw >= 0,
                          kInvalidArgument, "{}: input {} weight {} groups {} stride [{}, {}] do not match", op_key(op),
                          format_shape(in->sizes()), format_shape(w->sizes()), groups, sh, sw);
-  HF2PTE_CHECK_OR_RETURN(!bias || (bias->dim() == 1 && bias->size(0) == O && bias->dtype() == ScalarType::kFloat),
-                         kInvalidArgument, "{}: bias must be f32 [{}]", op_key(op), O);
+  HF2PTE_CHECK_OR_RETURN(!bias || (bias->dim() == 1 && bias->size(0) == O && bias->dtype() == in->dtype()),
+                         kInvalidArgument, "{}: bias must be {} [{}]", op_key(op), scalar_type_name(in->dtype()), O);
   const int64_t OH = (H + 2 * ph - dh * (KH - 1) - 1) / sh + 1, OW = (W + 2 * pw - dw * (KW - 1) - 1) / sw + 1;
   HF2PTE_CHECK_OR_RETURN(OH > 0 && OW > 0, kInvalidArgument, "{}: kernel {} is larger than padded input {}", op_key(op),
                          format_shape(w->sizes()), format_shape(in->sizes()));
   const int64_t out_sizes[] = {N, O, OH, OW};
   HF2PTE_RETURN_IF_ERROR(resize_out(*out, out_sizes, op));
   const auto is = in->strides(), ws = w->strides(), os = out->strides();
-  const float* px = in->data<float>();
-  const float* pwt = w->data<float>();
-  float* po = out->data<float>();
   const int64_t opg = O / groups;
+  // 16-bit data: products summed in double, rounded once to the out dtype.
+  HF2PTE_RETURN_IF_ERROR(dispatch<kFloating>(in->dtype(), op, "input", [&](auto tt) {
+  using T = typename decltype(tt)::type;
+  const T* px = in->data<T>();
+  const T* pwt = w->data<T>();
+  const T* pb = bias ? bias->data<T>() : nullptr;
+  T* po = out->data<T>();
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t o = 0; o < O; ++o) {
       const int64_t c0 = (o / opg) * Cg;
       for (int64_t y = 0; y < OH; ++y) {
         for (int64_t x = 0; x < OW; ++x) {
-          double acc = bias ? double(bias->data<float>()[o * bias->strides()[0]]) : 0.0;
+          double acc = pb ? double(float(pb[o * bias->strides()[0]])) : 0.0;
           for (int64_t c = 0; c < Cg; ++c) {
             for (int64_t i = 0; i < KH; ++i) {
               const int64_t iy = y * sh - ph + i * dh;
@@ -395,16 +402,17 @@ Status ConvolutionOut(rt::KernelContext&, std::span<rt::EValue*> args) {
               for (int64_t j = 0; j < KW; ++j) {
                 const int64_t ix = x * sw - pw + j * dw;
                 if (ix < 0 || ix >= W) continue;
-                acc += double(px[n * is[0] + (c0 + c) * is[1] + iy * is[2] + ix * is[3]]) *
-                       double(pwt[o * ws[0] + c * ws[1] + i * ws[2] + j * ws[3]]);
+                acc += double(float(px[n * is[0] + (c0 + c) * is[1] + iy * is[2] + ix * is[3]])) *
+                       double(float(pwt[o * ws[0] + c * ws[1] + i * ws[2] + j * ws[3]]));
               }
             }
           }
-          po[n * os[0] + o * os[1] + y * os[2] + x * os[3]] = float(acc);
+          po[n * os[0] + o * os[1] + y * os[2] + x * os[3]] = T(float(acc));
         }
       }
     }
   }
+  }));
   r.set_return(9);
   return Status::ok();
 }
