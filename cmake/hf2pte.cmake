@@ -11,3 +11,18 @@ function(hf2pte_add_test name)
                                              HF2PTE_BINARY_DIR="${PROJECT_BINARY_DIR}")
   gtest_discover_tests(${name} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} DISCOVERY_TIMEOUT 60)
 endfunction()
+
+# hf2pte_flatc_schema(TARGET SCHEMA SUBDIR): generates <build>/generated/SUBDIR/<name>_generated.h
+# from our flatbuffers SCHEMA at build time (never checked in) and a target TARGET that
+# other folders' objects can depend on. Used by the delegate payload schemas.
+function(hf2pte_flatc_schema target schema subdir)
+  get_filename_component(stem ${schema} NAME_WE)
+  set(out_dir ${PROJECT_BINARY_DIR}/generated/${subdir})
+  add_custom_command(
+    OUTPUT ${out_dir}/${stem}_generated.h
+    COMMAND flatbuffers::flatc --cpp --scoped-enums --force-empty -o ${out_dir} ${schema}
+    DEPENDS ${schema} flatbuffers::flatc
+    COMMENT "flatc: generating ${subdir}/${stem}_generated.h"
+    VERBATIM)
+  add_custom_target(${target} DEPENDS ${out_dir}/${stem}_generated.h)
+endfunction()

@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda_payload_generated.h"
 #include "backends/cuda/schema/op_set.h"
+#include "graph/delegate_call.h"
 
 namespace hf2pte::cuda {
 namespace {
@@ -449,13 +450,7 @@ Result<CudaPartitionStats> partition_for_cuda(Graph& g) {
     auto d = lowering.lower(inputs, outputs, used_outside);
     if (!d) return d.status();
     stats.arena_bytes += lowering.arena_bytes();
-    Node call;
-    call.op = OpId::DelegateCall;
-    call.name = fmt::format("cuda.{}", stats.partitions);
-    int32_t idx = g.add_delegate(std::move(*d));
-    call.args = {int64_t(idx), graph::TensorList(inputs)};
-    call.outputs = outputs;
-    rewritten.push_back(std::move(call));
+    rewritten.push_back(graph::delegate_call(g, std::move(*d), fmt::format("cuda.{}", stats.partitions), inputs, outputs));
     stats.claimed_nodes += int(end - i);
     ++stats.partitions;
     i = end;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "backends/xnnpack/export/serialize.h"
+#include "graph/delegate_call.h"
 #include "quant/quant.h"
 #include "backends/xnnpack/export/sha256.h"
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
@@ -918,13 +919,7 @@ Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& o
       continue;
     }
     HF2PTE_ASSIGN_OR_RETURN(graph::Delegate d, lower_run(g, nodes, plans, i, end, inputs, outputs, options, stats));
-    Node call;
-    call.op = OpId::DelegateCall;
-    call.name = fmt::format("xnnpack.{}", stats.partitions);
-    int32_t idx = g.add_delegate(std::move(d));
-    call.args = {int64_t(idx), graph::TensorList(inputs)};
-    call.outputs = outputs;
-    rewritten.push_back(std::move(call));
+    rewritten.push_back(graph::delegate_call(g, std::move(d), fmt::format("xnnpack.{}", stats.partitions), inputs, outputs));
     stats.claimed_nodes += int(end - i);
     ++stats.partitions;
     i = end;
