@@ -102,8 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
 // the references within the 16-bit bound of docs/decisions.md ("Half-precision
 // programs"): |d| <= tol x max(1, max |reference|) per output. pixel_values
 // stay f32 at the program's edge (cast inside), outputs are f32. BatchNorm is
-// folded in f64 and the folded weights rounded once. On cuda the convolutions
-// and the max pool stay on the portable kernels (not in the delegate's op set).
+// folded in f64 and the folded weights rounded once. On cuda the whole graph,
+// convolutions and max pool included, is one delegate (checked below).
 class ImageHalfFixture : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
 
 TEST_P(ImageHalfFixture, OutputsMatchReferenceWithinHalfBound) {
@@ -113,6 +113,13 @@ TEST_P(ImageHalfFixture, OutputsMatchReferenceWithinHalfBound) {
   const double tol = dtype == ScalarType::kHalf ? exp::kFp16ModelTolerance : exp::kBf16ModelTolerance;
   const std::string dir = test::repo_path(std::string("tests/data/fixtures/") + c.fixture);
   const auto pte = export_case(c.fixture, cuda ? exp::Backend::kCuda : exp::Backend::kPortable, dtype);
+  if (cuda) {
+    auto file = pte::PteFile::open(pte);
+    ASSERT_TRUE(file.is_ok()) << file.status().message();
+    const auto* ep = (*file)->program().execution_plan()->Get(0);
+    ASSERT_NE(ep->delegates(), nullptr);
+    EXPECT_EQ(ep->delegates()->size(), 1u);
+  }
   auto outs = run_image(pte, test::load_npy(dir + "/pixel_values.npy"), optimized_registry());
   ASSERT_EQ(outs.size(), c.outputs.size());
   double worst = 0;

@@ -2,7 +2,7 @@
 // CPU reference executor runs them on the portable kernels and the device
 // executor has a CUDA kernel for each (runtime/device/ops.cu; its table is
 // checked against this list by a test). Adding an op: a row here, a device
-// kernel, and a case in runtime/test/device_ops_test.cpp.
+// kernel, and a case in runtime/test/device_test.cpp.
 #pragma once
 
 #include <algorithm>
@@ -27,6 +27,8 @@ inline constexpr OpId kCudaOps[] = {
     // data movement (one strided-copy kernel)
     OpId::ViewCopyOut, OpId::PermuteCopyOut, OpId::SliceCopyTensorOut, OpId::CatOut, OpId::CloneOut,
     OpId::ToDimOrderCopyOut, OpId::ExpandCopyOut,
+    // vision and audio front ends: 2-D convolution (ViT patches, ResNet, Whisper's conv1d as H = 1), max pooling
+    OpId::ConvolutionOut, OpId::MaxPool2dWithIndicesOut,
 };
 
 inline bool cuda_supports(OpId op) { return std::find(std::begin(kCudaOps), std::end(kCudaOps), op) != std::end(kCudaOps); }

@@ -12,6 +12,8 @@
 //                per output otherwise; softmax likewise;
 //   matmul       a bandwidth-bound GEMV for M <= 4 (decode), cuBLAS otherwise;
 //   indexing     a row gather (embedding, index_select) and index_put_.
+//   conv/pool    2-D convolution as a tiled implicit GEMM (im2col on the fly,
+//                f32 accumulation); max pooling one thread per output.
 //
 // Bad indices cannot be checked on the host without a sync; kernels skip the
 // element and record the node in DeviceContext::error_flag instead.
@@ -2018,6 +2020,365 @@ Status launch_index_put(DeviceContext& ctx, OpId op, std::span<const DevArg> a) 
 }
 
 // ---------------------------------------------------------------------------
+// 2-D convolution (implicit GEMM) and max pooling, NCHW.
+//
+// Convolution per group g is a GEMM: out[o, q] = sum_k w[o, k] * col[k, q]
+// with o in the group's opg output channels, k = (c, i, j) over its Cg input
+// channels and the KH x KW taps (weight rows are contiguous in k), and q =
+// (n, y, x) over every output pixel of the batch (folding N into the columns
+// keeps tiles full when images are small, e.g. a 14x14 ViT patch grid). A
+// block computes a BM x BN tile of (o, q): each K-step stages a BM x BK slab
+// of weights and a BK x BN slab of input patches (im2col on the fly, zeros in
+// the padding) in shared memory as f32, and each thread accumulates TM x TN
+// outputs in registers; the next slab's global loads are issued before the
+// current one is consumed. Bias is added at the end and the sum rounded once.
+
+constexpr int kConvThreads = 256;
+constexpr int kConvBK = 16;
+
+struct ConvParams {
+  const void* in;    ///< [N, C, H, W]
+  const void* w;     ///< [O, Cg, KH, KW]
+  const void* bias;  ///< [O] or null
+  void* out;         ///< [N, O, OH, OW]
+  int64_t C, O, OW;
+  int64_t P;     ///< OH * OW
+  int64_t cols;  ///< N * P
+  int H, W, sh, sw, ph, pw, dh, dw;  ///< tap coordinates stay ints (checked on the host): fewer registers
+  int64_t Cg, opg;        ///< input channels and output channels per group
+  int64_t m_tiles;        ///< BM-row tiles per group
+  int64_t y_tiles;        ///< groups * m_tiles
+  int K, KHW, KW;         ///< K = Cg * KH * KW (checked to fit an int)
+};
+
+template <typename T, int BM, int BN, int TM, int TN>
+__global__ void __launch_bounds__(kConvThreads) conv2d_kernel(const ConvParams p) {
+  constexpr int BK = kConvBK;
+  constexpr int TX = BN / TN, TY = BM / TM;
+  static_assert(TX * TY == kConvThreads, "one thread per TM x TN sub-tile");
+  static_assert(kConvThreads % BN == 0 && kConvThreads % BK == 0, "whole rows per load pass");
+  constexpr int kALoads = BM * BK / kConvThreads, kAStep = kConvThreads / BK;
+  constexpr int kBLoads = BK * BN / kConvThreads, kBStep = kConvThreads / BN;
+  // +1 column: the transposed weight stores would otherwise hit one bank 16 times.
+  __shared__ float As[BK][BM + 1];
+  __shared__ float Bs[BK][BN];
+
+  const T* in = static_cast<const T*>(p.in);
+  const T* w = static_cast<const T*>(p.w);
+  const int t = threadIdx.x;
+  const int tx = t % TX, ty = t / TX;
+  // Consecutive threads compute (and write) consecutive pixels: coalesced stores, no smem bank conflicts.
+  const int a_k = t % BK, a_m = t / BK;    // weight loads: 16 threads read 16 consecutive k of one row
+  const int b_q = t % BN, b_k = t / BN;    // patch loads: one fixed column (pixel) per thread
+  const int64_t q0 = int64_t(blockIdx.x) * BN;
+  const int64_t HW = int64_t(p.H) * p.W;
+
+  // This thread's load column, decomposed once: image n and the patch's top-left tap.
+  const int64_t qb = q0 + b_q;
+  const bool q_ok = qb < p.cols;
+  int64_t n = 0;
+  int iy0 = 0, ix0 = 0;
+  if (q_ok) {
+    n = qb / p.P;
+    const int64_t pix = qb - n * p.P;
+    const int y = int(pix / p.OW), x = int(pix - int64_t(y) * p.OW);
+    iy0 = y * p.sh - p.ph;
+    ix0 = x * p.sw - p.pw;
+  }
+  const int k_tiles = (p.K + BK - 1) / BK;
+
+  for (int64_t yt = blockIdx.y; yt < p.y_tiles; yt += gridDim.y) {
+    const int64_t g = yt / p.m_tiles;
+    const int64_t m0 = (yt - g * p.m_tiles) * BM;  // first output channel of the tile, within the group
+    const T* wg = w + (g * p.opg + m0) * int64_t(p.K);
+    const T* ing = in + (n * p.C + g * p.Cg) * HW;
+
+    float ra[kALoads], rb[kBLoads];
+    auto load = [&](int k0) {
+#pragma unroll
+      for (int r = 0; r < kALoads; ++r) {
+        const int m = a_m + r * kAStep, k = k0 + a_k;
+        ra[r] = (m0 + m < p.opg && k < p.K) ? to_f(wg[int64_t(m) * p.K + k]) : 0.f;
+      }
+#pragma unroll
+      for (int r = 0; r < kBLoads; ++r) {
+        const int k = k0 + b_k + r * kBStep;
+        float v = 0.f;
+        if (q_ok && k < p.K) {
+          const int c = k / p.KHW, rem = k - c * p.KHW;
+          const int i = rem / p.KW, j = rem - i * p.KW;
+          const int iy = iy0 + i * p.dh, ix = ix0 + j * p.dw;
+          if (iy >= 0 && iy < p.H && ix >= 0 && ix < p.W) v = to_f(ing[int64_t(c) * HW + int64_t(iy) * p.W + ix]);
+        }
+        rb[r] = v;
+      }
+    };
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+    }
+    if (k_tiles > 0) load(0);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+#pragma unroll
+      for (int r = 0; r < kALoads; ++r) As[a_k][a_m + r * kAStep] = ra[r];
+#pragma unroll
+      for (int r = 0; r < kBLoads; ++r) Bs[b_k + r * kBStep][b_q] = rb[r];
+      __syncthreads();
+      if (kt + 1 < k_tiles) load((kt + 1) * BK);  // in flight while this slab is consumed
+#pragma unroll
+      for (int kk = 0; kk < BK; ++kk) {
+        float a[TM], b[TN];
+#pragma unroll
+        for (int i = 0; i < TM; ++i) a[i] = As[kk][ty + i * TY];
+#pragma unroll
+        for (int j = 0; j < TN; ++j) b[j] = Bs[kk][tx + j * TX];
+#pragma unroll
+        for (int i = 0; i < TM; ++i) {
+#pragma unroll
+          for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+      }
+      __syncthreads();  // the slab is overwritten next step
+    }
+
+    T* out = static_cast<T*>(p.out);
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int64_t m = m0 + ty + i * TY;
+      if (m >= p.opg) continue;
+      const int64_t o = g * p.opg + m;
+      const float bv = p.bias != nullptr ? to_f(static_cast<const T*>(p.bias)[o]) : 0.f;
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const int64_t q = q0 + tx + j * TX;
+        if (q >= p.cols) continue;
+        const int64_t nn = q / p.P, pix = q - nn * p.P;
+        out[(nn * p.O + o) * p.P + pix] = from_f<T>(acc[i][j] + bv);
+      }
+    }
+  }
+}
+
+template <typename T, int BM, int BN, int TM, int TN>
+void launch_conv_tile(const DeviceContext& ctx, ConvParams& p, int64_t groups) {
+  p.m_tiles = ceil_div(p.opg, BM);
+  p.y_tiles = groups * p.m_tiles;
+  // Channel tiles beyond the grid's y limit are looped over inside the kernel.
+  const dim3 grid(unsigned(ceil_div(p.cols, BN)), unsigned(std::min<int64_t>(p.y_tiles, 65535)));
+  conv2d_kernel<T, BM, BN, TM, TN><<<grid, kConvThreads, 0, ctx.stream>>>(p);
+}
+
+template <typename T>
+void launch_conv_typed(const DeviceContext& ctx, ConvParams& p, int64_t groups) {
+  // Few output channels per group (a small stem, depthwise-like groups): a
+  // short, wide tile wastes less of the block than 64 x 64.
+  if (p.opg <= 16) {
+    launch_conv_tile<T, 16, 128, 2, 4>(ctx, p, groups);
+  } else {
+    launch_conv_tile<T, 64, 64, 4, 4>(ctx, p, groups);
+  }
+}
+
+/// One element of a stride/padding/dilation list: [] gives `dflt`, [v] is both dims.
+int64_t pick_2d(const std::vector<int64_t>& v, size_t i, int64_t dflt) {
+  return v.empty() ? dflt : v[v.size() == 1 ? 0 : i];
+}
+
+/// convolution.out(input, weight, bias?, stride, padding, dilation, transposed,
+/// output_padding, groups, *, out): 2-D, not transposed (the portable kernel's set).
+Status launch_convolution(DeviceContext& ctx, OpId op, std::span<const DevArg> a) {
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* x, tensor_arg(op, a, 0, "input"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* w, tensor_arg(op, a, 1, "weight"));
+  const DevTensor* bias = nullptr;
+  if (a.size() > 2 && a[2].kind != ValueKind::kNone) {
+    HF2PTE_ASSIGN_OR_RETURN(bias, tensor_arg(op, a, 2, "bias"));
+  }
+  std::vector<int64_t> stride, padding, dilation, output_padding;
+  HF2PTE_RETURN_IF_ERROR(int_list_arg(op, a, 3, "stride", false, &stride));
+  HF2PTE_RETURN_IF_ERROR(int_list_arg(op, a, 4, "padding", false, &padding));
+  HF2PTE_RETURN_IF_ERROR(int_list_arg(op, a, 5, "dilation", false, &dilation));
+  HF2PTE_ASSIGN_OR_RETURN(bool transposed, bool_arg(op, a, 6, "transposed"));
+  HF2PTE_RETURN_IF_ERROR(int_list_arg(op, a, 7, "output_padding", false, &output_padding));  // unused unless transposed
+  HF2PTE_ASSIGN_OR_RETURN(int64_t groups, int_arg(op, a, 8, "groups"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* out, tensor_arg(op, a, 9, "out"));
+  for (const DevTensor* t : {w, out}) {
+    if (t->dtype != x->dtype) {
+      return op_fail(ErrorCode::kInvalidArgument, op, "weight and out must be {} like the input; got {}",
+                     scalar_type_name(x->dtype), scalar_type_name(t->dtype));
+    }
+  }
+  if (transposed) return op_fail(ErrorCode::kNotSupported, op, "transposed convolution is not supported");
+  if (x->rank != 4 || w->rank != 4) {
+    return op_fail(ErrorCode::kNotSupported, op, "only 2-D convolution is supported; input {}, weight {}",
+                   shape_str(x->shape()), shape_str(w->shape()));
+  }
+  if (stride.size() > 2 || padding.size() > 2 || dilation.size() > 2) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "stride {}, padding {} and dilation {} must have at most 2 elements",
+                   shape_str(stride), shape_str(padding), shape_str(dilation));
+  }
+  HF2PTE_RETURN_IF_ERROR(need_float(op, *x, "input"));
+  const int64_t N = x->sizes[0], C = x->sizes[1], H = x->sizes[2], W = x->sizes[3];
+  const int64_t O = w->sizes[0], Cg = w->sizes[1], KH = w->sizes[2], KW = w->sizes[3];
+  const int64_t sh = pick_2d(stride, 0, 1), sw = pick_2d(stride, 1, 1);
+  const int64_t ph = pick_2d(padding, 0, 0), pw = pick_2d(padding, 1, 0);
+  const int64_t dh = pick_2d(dilation, 0, 1), dw = pick_2d(dilation, 1, 1);
+  if (!(groups >= 1 && C == Cg * groups && O % groups == 0 && sh > 0 && sw > 0 && dh > 0 && dw > 0 && ph >= 0 &&
+        pw >= 0)) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "input {} weight {} groups {} stride [{}, {}] do not match",
+                   shape_str(x->shape()), shape_str(w->shape()), groups, sh, sw);
+  }
+  if (bias != nullptr && !(bias->rank == 1 && bias->sizes[0] == O && bias->dtype == x->dtype)) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "bias must be {} [{}]", scalar_type_name(x->dtype), O);
+  }
+  // Floor division: a kernel larger than the padded input gives no output (not one).
+  const int64_t span_h = dh * (KH - 1) + 1, span_w = dw * (KW - 1) + 1;
+  if (H + 2 * ph < span_h || W + 2 * pw < span_w) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "kernel {} is larger than padded input {}", shape_str(w->shape()),
+                   shape_str(x->shape()));
+  }
+  const int64_t OH = (H + 2 * ph - span_h) / sh + 1, OW = (W + 2 * pw - span_w) / sw + 1;
+  HF2PTE_RETURN_IF_ERROR(check_shape(op, *out, std::vector<int64_t>{N, O, OH, OW}));
+  if (out->numel() == 0) return Status::ok();
+  const int64_t K = Cg * KH * KW;
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  // Tap indices and coordinates are ints (fast division, fewer registers); the
+  // pixel tiles (>= 64 wide) go on grid x.
+  if (K > kIntMax - kConvBK || H + 2 * ph > kIntMax || W + 2 * pw > kIntMax || sh > kIntMax || sw > kIntMax ||
+      ceil_div(N * OH * OW, 64) > kIntMax) {
+    return op_fail(ErrorCode::kNotSupported, op, "convolution too large for the device kernel: input {}, weight {}",
+                   shape_str(x->shape()), shape_str(w->shape()));
+  }
+  ConvParams p{};
+  p.in = x->data;
+  p.w = w->data;
+  p.bias = bias != nullptr ? bias->data : nullptr;
+  p.out = out->data;
+  p.C = C;
+  p.H = int(H);
+  p.W = int(W);
+  p.O = O;
+  p.OW = OW;
+  p.P = OH * OW;
+  p.cols = N * p.P;
+  p.sh = int(sh);
+  p.sw = int(sw);
+  p.ph = int(ph);
+  p.pw = int(pw);
+  p.dh = int(dh);
+  p.dw = int(dw);
+  p.Cg = Cg;
+  p.opg = O / groups;
+  p.K = int(K);
+  p.KHW = int(KH * KW);
+  p.KW = int(KW);
+  switch (x->dtype) {
+    case ScalarType::kFloat: launch_conv_typed<float>(ctx, p, groups); break;
+    case ScalarType::kBFloat16: launch_conv_typed<__nv_bfloat16>(ctx, p, groups); break;
+    default: launch_conv_typed<__half>(ctx, p, groups); break;
+  }
+  return Status::ok();
+}
+
+struct PoolParams {
+  const void* in;  ///< [N, C, H, W]
+  void* out;       ///< [N, C, OH, OW]
+  int64_t* indices;
+  int64_t total;  ///< N * C * OH * OW
+  int64_t H, W, OH, OW;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+/// One thread per output: the first largest in-bounds tap, or the first NaN.
+template <typename T>
+__global__ void max_pool2d_kernel(const PoolParams p) {
+  const T* in = static_cast<const T*>(p.in);
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total; e += step) {
+    const int64_t x = e % p.OW, r = e / p.OW;
+    const int64_t y = r % p.OH, plane = r / p.OH;
+    const T* src = in + plane * p.H * p.W;
+    float best = -INFINITY;
+    int64_t at = -1;
+    bool nan = false;  // a NaN tap is final
+    for (int64_t i = 0; i < p.kh && !nan; ++i) {
+      const int64_t iy = y * p.sh - p.ph + i * p.dh;
+      if (iy < 0 || iy >= p.H) continue;
+      for (int64_t j = 0; j < p.kw && !nan; ++j) {
+        const int64_t ix = x * p.sw - p.pw + j * p.dw;
+        if (ix < 0 || ix >= p.W) continue;
+        const float v = to_f(src[iy * p.W + ix]);
+        if (at < 0 || v > best || isnan(v)) {
+          best = v;
+          at = iy * p.W + ix;
+          nan = isnan(v);
+        }
+      }
+    }
+    // The winner is copied as stored: a max rounds nothing.
+    static_cast<T*>(p.out)[e] = at >= 0 ? src[at] : from_f<T>(-INFINITY);
+    p.indices[e] = at;
+  }
+}
+
+/// max_pool2d_with_indices.out(self, kernel_size, stride=[], padding, dilation,
+/// ceil_mode, *, out, indices): two outs, values and int64 h * W + w indices.
+Status launch_max_pool2d(DeviceContext& ctx, OpId op, std::span<const DevArg> a) {
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* x, tensor_arg(op, a, 0, "self"));
+  std::vector<int64_t> kernel, stride, padding, dilation;
+  HF2PTE_RETURN_IF_ERROR(int_list_arg(op, a, 1, "kernel_size", false, &kernel));
+  HF2PTE_RETURN_IF_ERROR(int_list_arg(op, a, 2, "stride", false, &stride));
+  HF2PTE_RETURN_IF_ERROR(int_list_arg(op, a, 3, "padding", false, &padding));
+  HF2PTE_RETURN_IF_ERROR(int_list_arg(op, a, 4, "dilation", false, &dilation));
+  HF2PTE_ASSIGN_OR_RETURN(bool ceil_mode, bool_arg(op, a, 5, "ceil_mode"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* out, tensor_arg(op, a, 6, "out"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* indices, tensor_arg(op, a, 7, "indices"));
+  if (out->dtype != x->dtype) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "out is {}; expected the input's {}", scalar_type_name(out->dtype),
+                   scalar_type_name(x->dtype));
+  }
+  HF2PTE_RETURN_IF_ERROR(need(indices->dtype == ScalarType::kLong, op, "indices", indices->dtype, "i64"));
+  if (ceil_mode) return op_fail(ErrorCode::kNotSupported, op, "ceil_mode is not supported");
+  if (x->rank != 4 || kernel.empty() || kernel.size() > 2 || stride.size() > 2 || padding.size() > 2 ||
+      dilation.size() > 2) {
+    return op_fail(ErrorCode::kNotSupported, op, "expected a 4-D input and 1- or 2-element lists; input {}",
+                   shape_str(x->shape()));
+  }
+  const int64_t kh = pick_2d(kernel, 0, 1), kw = pick_2d(kernel, 1, 1);
+  const int64_t sh = pick_2d(stride, 0, kh), sw = pick_2d(stride, 1, kw);
+  const int64_t ph = pick_2d(padding, 0, 0), pw = pick_2d(padding, 1, 0);
+  const int64_t dh = pick_2d(dilation, 0, 1), dw = pick_2d(dilation, 1, 1);
+  if (!(kh > 0 && kw > 0 && sh > 0 && sw > 0 && dh > 0 && dw > 0 && ph >= 0 && pw >= 0 && 2 * ph <= kh &&
+        2 * pw <= kw)) {
+    return op_fail(ErrorCode::kInvalidArgument, op,
+                   "kernel [{}, {}] stride [{}, {}] padding [{}, {}] dilation [{}, {}] are invalid", kh, kw, sh, sw, ph,
+                   pw, dh, dw);
+  }
+  const int64_t N = x->sizes[0], C = x->sizes[1], H = x->sizes[2], W = x->sizes[3];
+  if (H + 2 * ph < dh * (kh - 1) + 1 || W + 2 * pw < dw * (kw - 1) + 1) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "kernel [{}, {}] is larger than the padded input {}", kh, kw,
+                   shape_str(x->shape()));
+  }
+  HF2PTE_RETURN_IF_ERROR(need_float(op, *x, "self"));
+  const int64_t OH = (H + 2 * ph - dh * (kh - 1) - 1) / sh + 1, OW = (W + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+  const std::vector<int64_t> shape{N, C, OH, OW};
+  HF2PTE_RETURN_IF_ERROR(check_shape(op, *out, shape));
+  HF2PTE_RETURN_IF_ERROR(check_shape(op, *indices, shape));
+  PoolParams p{x->data, out->data, static_cast<int64_t*>(indices->data), out->numel(), H, W, OH, OW,
+               kh, kw, sh, sw, ph, pw, dh, dw};
+  if (p.total == 0) return Status::ok();
+  const unsigned grid = grid_for(ctx, p.total);
+  switch (x->dtype) {
+    case ScalarType::kFloat: max_pool2d_kernel<float><<<grid, kThreads, 0, ctx.stream>>>(p); break;
+    case ScalarType::kBFloat16: max_pool2d_kernel<__nv_bfloat16><<<grid, kThreads, 0, ctx.stream>>>(p); break;
+    default: max_pool2d_kernel<__half><<<grid, kThreads, 0, ctx.stream>>>(p); break;
+  }
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------
 // The table.
 
 struct LauncherRow {
@@ -2065,6 +2426,8 @@ constexpr LauncherRow kLaunchers[] = {
     {OpId::CloneOut, launch_clone},
     {OpId::ToDimOrderCopyOut, launch_clone},
     {OpId::ExpandCopyOut, launch_expand},
+    {OpId::ConvolutionOut, launch_convolution},
+    {OpId::MaxPool2dWithIndicesOut, launch_max_pool2d},
 };
 
 }  // namespace

@@ -713,6 +713,120 @@ TEST(CudaDeviceTest, ToDimOrderCopyConverts) {
 }
 
 // ---------------------------------------------------------------------------
+// Convolution and pooling.
+
+/// A 1- or 2-element window list's value for dim `i` ([] gives `dflt`).
+int64_t window_arg(const std::vector<int64_t>& v, size_t i, int64_t dflt) {
+  return v.empty() ? dflt : v[v.size() == 1 ? 0 : i];
+}
+
+struct ConvSpec {
+  std::vector<int64_t> in, weight;  ///< [N, C, H, W], [O, C / groups, KH, KW]
+  bool bias = false;
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+};
+
+/// One convolution node (input an input, weight and bias constants) per dtype of `dts`.
+void check_conv(const ConvSpec& c, std::initializer_list<ST> dts, uint32_t seed) {
+  for (ST dt : dts) {
+    SCOPED_TRACE("dtype " + std::string(scalar_type_name(dt)));
+    Case k;
+    const uint32_t x = k.in(random_data(dt, c.in, seed));
+    const uint32_t w = k.weight(random_data(dt, c.weight, seed + 1, -0.5, 0.5));
+    const uint32_t b = c.bias ? k.weight(random_data(dt, {c.weight[0]}, seed + 2)) : k.b.v_none();
+    std::vector<int64_t> out{c.in[0], c.weight[0]};
+    for (size_t i = 0; i < 2; ++i) {
+      const int64_t s = window_arg(c.stride, i, 1), p = window_arg(c.padding, i, 0), d = window_arg(c.dilation, i, 1);
+      out.push_back((c.in[i + 2] + 2 * p - d * (c.weight[i + 2] - 1) - 1) / s + 1);
+    }
+    k.b.node(OpId::ConvolutionOut, {x, w, b, k.b.v_ints(c.stride), k.b.v_ints(c.padding), k.b.v_ints(c.dilation),
+                                    k.b.v_bool(false), k.b.v_ints({0, 0}), k.b.v_int(c.groups), k.out(dt, out)});
+    // f32 sums vs the reference's f64 ones; 16-bit outs may round one ulp apart.
+    k.check(dt == ST::kFloat ? Tol{1e-4, 1e-5, true} : Tol{1e-2, 1e-2, true});
+  }
+}
+
+TEST(CudaDeviceTest, ConvolutionPatchEmbedding) {
+  SKIP_WITHOUT_DEVICE();
+  // ViT: kernel = stride = 16 over 3 channels, with bias; two images share the pixel tiles.
+  check_conv({{2, 3, 32, 32}, {16, 3, 16, 16}, true, {16, 16}, {0, 0}, {1, 1}, 1}, {ST::kFloat, ST::kBFloat16}, 300);
+}
+
+TEST(CudaDeviceTest, ConvolutionStridedPadded) {
+  SKIP_WITHOUT_DEVICE();
+  // 3x3 stride 2 padding 1, no bias; 70 output channels span two 64-row tiles.
+  check_conv({{1, 8, 9, 9}, {70, 8, 3, 3}, false, {2, 2}, {1, 1}, {1, 1}, 1}, {ST::kFloat, ST::kBFloat16}, 310);
+  // ResNet's stem: 7x7 stride 2 padding 3, given as 1-element lists.
+  check_conv({{1, 3, 20, 22}, {64, 3, 7, 7}, false, {2}, {3}, {1}, 1}, {ST::kFloat}, 320);
+  // Dilation and the defaults of empty lists (stride 1, padding 0).
+  check_conv({{2, 4, 11, 12}, {20, 4, 3, 2}, true, {}, {}, {2, 3}, 1}, {ST::kFloat}, 330);
+}
+
+TEST(CudaDeviceTest, ConvolutionGrouped) {
+  SKIP_WITHOUT_DEVICE();
+  check_conv({{2, 6, 7, 7}, {8, 3, 3, 3}, true, {1, 1}, {1, 1}, {1, 1}, 2}, {ST::kFloat, ST::kBFloat16}, 340);
+  // More output channels per group than one tile holds.
+  check_conv({{1, 4, 5, 6}, {40, 2, 1, 1}, false, {1, 1}, {0, 0}, {1, 1}, 2}, {ST::kFloat}, 350);
+}
+
+TEST(CudaDeviceTest, ConvolutionWhisperConv1d) {
+  SKIP_WITHOUT_DEVICE();
+  // Whisper's conv1d as a 2-D convolution with H = 1: kernel 1x3, padding [0, 1], stride 1 and 2.
+  check_conv({{1, 8, 1, 20}, {12, 8, 1, 3}, true, {1, 2}, {0, 1}, {1, 1}, 1}, {ST::kFloat, ST::kBFloat16}, 360);
+  check_conv({{1, 8, 1, 20}, {24, 8, 1, 3}, true, {1, 1}, {0, 1}, {1, 1}, 1}, {ST::kFloat, ST::kBFloat16}, 370);
+}
+
+TEST(CudaDeviceTest, MaxPool2dWithIndices) {
+  SKIP_WITHOUT_DEVICE();
+  for (ST dt : {ST::kFloat, ST::kBFloat16}) {
+    SCOPED_TRACE("dtype " + std::string(scalar_type_name(dt)));
+    Case k;
+    // Few levels, so windows hold ties (the first tap wins); one NaN (it wins its windows).
+    auto v = values_of(level_data(dt, {2, 3, 9, 10}, 380));
+    v[size_t(((1 * 3 + 2) * 9 + 4) * 10 + 5)] = std::nan("");
+    const uint32_t x = k.in(make(dt, {2, 3, 9, 10}, v));
+    // ResNet's 3x3 stride 2 padding 1: [9, 10] -> [5, 5].
+    k.b.node(OpId::MaxPool2dWithIndicesOut, {x, k.b.v_ints({3, 3}), k.b.v_ints({2, 2}), k.b.v_ints({1, 1}),
+                                             k.b.v_ints({1, 1}), k.b.v_bool(false), k.out(dt, {2, 3, 5, 5}),
+                                             k.out(ST::kLong, {2, 3, 5, 5})});
+    // 1-element kernel, stride [] (= kernel): [9, 10] -> [4, 5].
+    k.b.node(OpId::MaxPool2dWithIndicesOut, {x, k.b.v_ints({2}), k.b.v_ints({}), k.b.v_ints({0}), k.b.v_ints({1}),
+                                             k.b.v_bool(false), k.out(dt, {2, 3, 4, 5}),
+                                             k.out(ST::kLong, {2, 3, 4, 5})});
+    k.check(kExact);
+  }
+}
+
+TEST(CudaDeviceTest, ConvolutionAndPoolRejectUnsupported) {
+  SKIP_WITHOUT_DEVICE();
+  {
+    Case k;  // transposed convolution
+    const uint32_t x = k.in(random_data(ST::kFloat, {1, 2, 5, 5}, 390));
+    const uint32_t w = k.weight(random_data(ST::kFloat, {2, 2, 3, 3}, 391));
+    k.b.node(OpId::ConvolutionOut, {x, w, k.b.v_none(), k.b.v_ints({1, 1}), k.b.v_ints({0, 0}), k.b.v_ints({1, 1}),
+                                    k.b.v_bool(true), k.b.v_ints({0, 0}), k.b.v_int(1), k.out(ST::kFloat, {1, 2, 3, 3})});
+    const auto program = k.b.program();
+    auto dev = make_device_executor(program, k.b.lookup());
+    ASSERT_TRUE(dev.is_ok()) << dev.status().message();
+    auto got = run_once(**dev, *program, k.inputs);
+    EXPECT_EQ(got.status().code(), ErrorCode::kNotSupported) << got.status().message();
+  }
+  {
+    Case k;  // ceil_mode
+    const uint32_t x = k.in(random_data(ST::kFloat, {1, 1, 6, 6}, 392));
+    k.b.node(OpId::MaxPool2dWithIndicesOut, {x, k.b.v_ints({3, 3}), k.b.v_ints({2, 2}), k.b.v_ints({0, 0}),
+                                             k.b.v_ints({1, 1}), k.b.v_bool(true), k.out(ST::kFloat, {1, 1, 2, 2}),
+                                             k.out(ST::kLong, {1, 1, 2, 2})});
+    const auto program = k.b.program();
+    auto dev = make_device_executor(program, k.b.lookup());
+    ASSERT_TRUE(dev.is_ok()) << dev.status().message();
+    auto got = run_once(**dev, *program, k.inputs);
+    EXPECT_EQ(got.status().code(), ErrorCode::kNotSupported) << got.status().message();
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Programs with dims; CUDA graphs.
 
 /// A small decode-like program: logits = softmax(x @ W + bias) * scale.
@@ -812,7 +926,8 @@ TEST(CudaDeviceTest, EveryCudaOpIsTested) {
       OpId::GeTensorOut, OpId::EqTensorOut, OpId::WhereSelfOut, OpId::MeanOut, OpId::SumIntListOut, OpId::AmaxOut,
       OpId::SoftmaxOut, OpId::MmOut, OpId::BmmOut, OpId::AddmmOut, OpId::EmbeddingOut, OpId::IndexSelectOut,
       OpId::IndexPut_, OpId::ViewCopyOut, OpId::PermuteCopyOut, OpId::SliceCopyTensorOut, OpId::CatOut,
-      OpId::CloneOut, OpId::ToDimOrderCopyOut, OpId::ExpandCopyOut,
+      OpId::CloneOut, OpId::ToDimOrderCopyOut, OpId::ExpandCopyOut, OpId::ConvolutionOut,
+      OpId::MaxPool2dWithIndicesOut,
   };
   for (OpId op : kCudaOps) {
     EXPECT_NE(std::find(std::begin(kTested), std::end(kTested), op), std::end(kTested))
