@@ -4,6 +4,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 
 #include "backends/cuda/cuda_payload_generated.h"
@@ -14,6 +15,7 @@ namespace {
 
 constexpr uint32_t kMaxRank = 16;
 constexpr uint32_t kSupportedVersion = 1;
+constexpr uint64_t kArenaAlignment = 64;  ///< as partition.cpp plans it
 
 Status bad(std::string what) { return Status(ErrorCode::kInvalidProgram, "CUDA payload: " + what); }
 
@@ -73,15 +75,18 @@ Status CudaProgram::evaluate_dims(std::span<const int64_t> dim_values, std::vect
     const Expr& e = exprs[i];
     const int64_t a = e.kind >= ExprKind::kAdd ? val[e.lhs] : 0;
     const int64_t b = e.kind >= ExprKind::kAdd ? val[e.rhs] : 0;
+    // A hostile payload can make any expression overflow: an error, never UB.
+    bool overflow = false;
     switch (e.kind) {
       case ExprKind::kConst: val[i] = e.value; break;
       case ExprKind::kDim: val[i] = dim_values[size_t(e.value)]; break;
-      case ExprKind::kAdd: val[i] = a + b; break;
-      case ExprKind::kSub: val[i] = a - b; break;
-      case ExprKind::kMul: val[i] = a * b; break;
+      case ExprKind::kAdd: overflow = __builtin_add_overflow(a, b, &val[i]); break;
+      case ExprKind::kSub: overflow = __builtin_sub_overflow(a, b, &val[i]); break;
+      case ExprKind::kMul: overflow = __builtin_mul_overflow(a, b, &val[i]); break;
       case ExprKind::kFloorDiv:
       case ExprKind::kMod: {
         HF2PTE_CHECK_OR_RETURN(b != 0, kInvalidArgument, "a size expression divides by zero");
+        HF2PTE_CHECK_OR_RETURN(!(a == INT64_MIN && b == -1), kInvalidArgument, "a size expression overflows");
         int64_t q = a / b;
         if ((a % b != 0) && ((a < 0) != (b < 0))) --q;  // floor, as Python's //
         val[i] = e.kind == ExprKind::kFloorDiv ? q : a - q * b;
@@ -90,6 +95,7 @@ Status CudaProgram::evaluate_dims(std::span<const int64_t> dim_values, std::vect
       case ExprKind::kMin: val[i] = std::min(a, b); break;
       case ExprKind::kMax: val[i] = std::max(a, b); break;
     }
+    HF2PTE_CHECK_OR_RETURN(!overflow, kInvalidArgument, "a size expression overflows 64 bits");
   }
   return Status::ok();
 }
@@ -102,7 +108,8 @@ std::vector<int64_t> CudaProgram::sizes_of(uint32_t t, const std::vector<int64_t
 
 Result<CudaProgram> parse_cuda_payload(std::span<const uint8_t> payload, uint64_t max_arena_bytes) {
   flatbuffers::Verifier verifier(payload.data(), payload.size());
-  if (!fb_cuda::GraphBufferHasIdentifier(payload.data()) || !fb_cuda::VerifyGraphBuffer(verifier)) {
+  // The size first: the identifier sits at bytes 4..8.
+  if (payload.size() < 8 || !fb_cuda::GraphBufferHasIdentifier(payload.data()) || !fb_cuda::VerifyGraphBuffer(verifier)) {
     return bad("not a verified HCU1 flatbuffer");
   }
   const fb_cuda::Graph* g = fb_cuda::GetGraph(payload.data());
@@ -195,6 +202,11 @@ Result<CudaProgram> parse_cuda_payload(std::span<const uint8_t> payload, uint64_
           info.arena_offset = t->arena_offset();
           if (info.arena_offset > p.arena_bytes || info.capacity_bytes > p.arena_bytes - info.arena_offset) {
             return bad(fmt::format("tensor {} lies outside the arena", ti));
+          }
+          // The writer aligns every intermediate to 64 bytes; kernels read typed memory.
+          if (info.arena_offset % kArenaAlignment != 0) {
+            return bad(fmt::format("tensor {} has arena offset {}, not a multiple of {}", ti, info.arena_offset,
+                                   kArenaAlignment));
           }
           break;
       }
