@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backends/cuda/cuda_payload_generated.h"
@@ -16,6 +17,16 @@ namespace {
 constexpr uint32_t kMaxRank = 16;
 constexpr uint32_t kSupportedVersion = 1;
 constexpr uint64_t kArenaAlignment = 64;  ///< as partition.cpp plans it
+
+/// Element `i` of a flatbuffer vector of 8-byte-aligned items, copied out: the
+/// verifier checks a vector's length field, not that its 8-byte items are
+/// aligned, so a hostile payload can misalign them (found by fuzz_cuda).
+template <typename T>
+T unaligned_at(const uint8_t* data, uint32_t i) {
+  T v;
+  std::memcpy(&v, data + size_t(i) * sizeof(T), sizeof(T));
+  return v;
+}
 
 Status bad(std::string what) { return Status(ErrorCode::kInvalidProgram, "CUDA payload: " + what); }
 
@@ -130,7 +141,9 @@ Result<CudaProgram> parse_cuda_payload(std::span<const uint8_t> payload, uint64_
     }
   }
   if (g->exprs()) {
-    for (const auto* e : *g->exprs()) {
+    for (uint32_t n = 0; n < g->exprs()->size(); ++n) {
+      const fb_cuda::Expr copy = unaligned_at<fb_cuda::Expr>(g->exprs()->Data(), n);
+      const fb_cuda::Expr* e = &copy;
       const auto i = uint32_t(p.exprs.size());
       const auto k = int(e->kind());
       if (k < 0 || k > int(ExprKind::kMax)) return bad(fmt::format("expr {} has unknown kind {}", i, k));
@@ -167,7 +180,7 @@ Result<CudaProgram> parse_cuda_payload(std::span<const uint8_t> payload, uint64_
       uint64_t bytes = element_size(info.dtype);
       for (uint32_t d = 0; d < rank; ++d) {
         if (sizes->Get(d) >= p.exprs.size()) return bad(fmt::format("tensor {} size expr out of range", ti));
-        const int64_t m = maxs->Get(d);
+        const int64_t m = unaligned_at<int64_t>(maxs->Data(), d);
         if (m < 0 || (m > 0 && bytes > (uint64_t(1) << 46) / uint64_t(m))) {
           return bad(fmt::format("tensor {} has a bad upper bound", ti));
         }
