@@ -43,14 +43,6 @@ bool has_unbacked(const SymInt& s) {
   }
 }
 
-void for_each_tensor(const Node& n, const std::function<void(ValueId)>& f) {
-  for (const auto& a : n.args) {
-    if (const auto* id = std::get_if<ValueId>(&a)) f(*id);
-    if (const auto* l = std::get_if<graph::TensorList>(&a)) for (auto v : *l) f(v);
-    if (const auto* l = std::get_if<graph::OptTensorList>(&a)) for (const auto& v : *l) if (v) f(*v);
-  }
-}
-
 /// A node the delegate can hold: an op of the set, tensors of supported
 /// dtypes whose sizes are known from the inputs (no data-dependent sizes).
 bool claimable(const Graph& g, const Node& n) {
@@ -63,7 +55,7 @@ bool claimable(const Graph& g, const Node& n) {
     for (size_t d = 0; d < val.type.dim_order.size(); ++d) ok = ok && val.type.dim_order[d] == d;
     for (const auto& s : val.type.sizes) ok = ok && !has_unbacked(s);
   };
-  for_each_tensor(n, check_tensor);
+  graph::for_each_tensor_arg(n, check_tensor);
   for (auto v : n.outputs) check_tensor(v);
   for (const auto& a : n.args) {
     if (const auto* s = std::get_if<SymInt>(&a)) ok = ok && !has_unbacked(*s);
@@ -407,7 +399,7 @@ Result<CudaPartitionStats> partition_for_cuda(Graph& g) {
   }
   // Where each value is used: node indices (graph outputs count as a use after every node).
   std::unordered_map<ValueId, std::vector<size_t>> uses;
-  for (size_t i = 0; i < nodes.size(); ++i) for_each_tensor(nodes[i], [&](ValueId v) { uses[v].push_back(i); });
+  for (size_t i = 0; i < nodes.size(); ++i) graph::for_each_tensor_arg(nodes[i], [&](ValueId v) { uses[v].push_back(i); });
   for (auto v : g.outputs()) uses[v].push_back(nodes.size());
 
   std::vector<Node> rewritten;
@@ -423,7 +415,7 @@ Result<CudaPartitionStats> partition_for_cuda(Graph& g) {
     std::unordered_set<ValueId> produced, seen, used_outside;
     std::vector<ValueId> inputs, outputs;
     for (size_t k = i; k < end; ++k) {
-      for_each_tensor(nodes[k], [&](ValueId v) {
+      graph::for_each_tensor_arg(nodes[k], [&](ValueId v) {
         const auto role = g.value(v).role;
         if (!produced.count(v) && role != ValueRole::kConstant && seen.insert(v).second) inputs.push_back(v);
       });

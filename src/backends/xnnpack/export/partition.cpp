@@ -855,14 +855,6 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
   return d;
 }
 
-void for_each_tensor_arg(const Node& n, const std::function<void(ValueId)>& f) {
-  for (const auto& a : n.args) {
-    if (const auto* id = std::get_if<ValueId>(&a)) f(*id);
-    if (const auto* l = std::get_if<graph::TensorList>(&a)) for (auto v : *l) f(v);
-    if (const auto* l = std::get_if<graph::OptTensorList>(&a)) for (const auto& v : *l) if (v) f(*v);
-  }
-}
-
 }  // namespace
 
 Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& options) {
@@ -870,10 +862,10 @@ Result<PartitionStats> partition_for_xnnpack(Graph& g, const PartitionOptions& o
   std::vector<Node> nodes = g.nodes();
   // Last use of every value (graph outputs count as used after every node).
   std::unordered_map<ValueId, size_t> last_use;
-  for (size_t i = 0; i < nodes.size(); ++i) for_each_tensor_arg(nodes[i], [&](ValueId v) { last_use[v] = i; });
+  for (size_t i = 0; i < nodes.size(); ++i) graph::for_each_tensor_arg(nodes[i], [&](ValueId v) { last_use[v] = i; });
   for (auto v : g.outputs()) last_use[v] = nodes.size();
   std::unordered_map<ValueId, int> uses;
-  for (const auto& n : nodes) for_each_tensor_arg(n, [&](ValueId v) { ++uses[v]; });
+  for (const auto& n : nodes) graph::for_each_tensor_arg(n, [&](ValueId v) { ++uses[v]; });
   for (auto v : g.outputs()) ++uses[v];
   Claimer claimer(g, options, uses);
   std::vector<std::optional<Plan>> plans(nodes.size());
