@@ -332,7 +332,8 @@ TEST_F(EncoderTest, HalfPrecisionMatchesReferenceWithinItsBound) {
   };
   const Case cases[] = {{exp::Backend::kPortable, ScalarType::kBFloat16, exp::kBf16ModelTolerance},
                         {exp::Backend::kPortable, ScalarType::kHalf, exp::kFp16ModelTolerance},
-                        {exp::Backend::kCuda, ScalarType::kBFloat16, exp::kBf16ModelTolerance}};
+                        {exp::Backend::kCuda, ScalarType::kBFloat16, exp::kBf16ModelTolerance},
+                        {exp::Backend::kXnnpack, ScalarType::kHalf, exp::kFp16ModelTolerance}};
   auto bert = test::temp_dir("bert-half");
   for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(bert_dir() + "/" + f, bert + "/" + f);
   const int64_t pad = first_absent_id(ref_ids());

@@ -1,6 +1,6 @@
 // --dtype bf16 / fp16 and --backend cuda (issue 15, items 1-3): every decoder
-// fixture exported as a 16-bit program (portable kernels, or one CUDA delegate
-// run here by its CPU reference executor) matches its independent fp32/fp64 reference
+// fixture exported as a 16-bit program (portable kernels, XNNPACK fp16 graphs,
+// or one CUDA delegate run here by its CPU reference executor) matches its independent fp32/fp64 reference
 // (tests/data/fixtures) within the 16-bit tolerance of docs/decisions.md
 // ("Half-precision programs"):
 //   |logit - reference| <= tol x max(1, max |reference logits|), tol 2e-2 (bf16), 5e-3 (fp16),
@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/builtin/builtin.h"
 #include "export/exporter.h"
 #include "export/validate.h"
 #include "kernels/optimized/kernels.h"
@@ -47,7 +48,8 @@ bool recurrent(const std::string& name) { return name == "mamba"; }
 
 const char* dtype_flag(ScalarType t) { return t == ScalarType::kHalf ? "fp16" : "bf16"; }
 std::string case_flag(const HalfCase& c) {
-  return c.backend == exp::Backend::kCuda ? "cuda" : dtype_flag(c.dtype);
+  if (c.backend == exp::Backend::kCuda) return "cuda";
+  return std::string(dtype_flag(c.dtype)) + (c.backend == exp::Backend::kXnnpack ? "-xnnpack" : "");
 }
 
 std::string fixture(const std::string& name) { return test::repo_path("tests/data/fixtures/" + name); }
@@ -121,7 +123,9 @@ TEST_P(HalfFixture, MatchesReferenceWithinHalfTolerance) {
   // The program really is 16-bit: the KV cache and the weights.
   auto file = pte::PteFile::open(pte);
   ASSERT_TRUE(file.is_ok()) << file.status().message();
-  const std::string text = pte::inspect_text(**file);
+  pte::InspectOptions with_nodes;
+  with_nodes.describe_delegate = backends::describe_payload;
+  const std::string text = pte::inspect_text(**file, with_nodes);
   EXPECT_NE(text.find(std::string(scalar_type_name(hc.dtype)) + "["), std::string::npos) << text;
   if (hc.backend == exp::Backend::kCuda) {
     // As upstream's CudaPartitioner: the whole forward graph is one delegate.
@@ -129,6 +133,16 @@ TEST_P(HalfFixture, MatchesReferenceWithinHalfTolerance) {
     ASSERT_EQ(j["methods"][0]["delegates"].size(), 1u) << text;
     EXPECT_EQ(j["methods"][0]["delegates"][0]["id"], "Hf2pteCudaBackend");
     EXPECT_TRUE(s->report["warnings"].empty()) << s->report["warnings"].dump();
+  }
+  if (hc.backend == exp::Backend::kXnnpack && hc.dtype == ScalarType::kHalf) {
+    // An XNNPACK fp16 graph, as upstream writes fp16 models: the linear
+    // layers are fp16 FullyConnected nodes (fp16 activations and filters).
+    EXPECT_NE(text.find("XNNFullyConnected fp16 x fp16"), std::string::npos) << text;
+  }
+  if (hc.backend == exp::Backend::kXnnpack && hc.dtype == ScalarType::kBFloat16) {
+    // bf16 has no XNNPACK datatype: only the fp32 parts (norms, softmax,
+    // routers) are delegated, with a warning.
+    EXPECT_NE(s->report["warnings"].dump().find("no bf16 datatype"), std::string::npos) << s->report["warnings"].dump();
   }
 
   // Full sequence.
@@ -202,6 +216,8 @@ TEST_P(HalfFixture, MatchesReferenceWithinHalfTolerance) {
 const HalfCase kBf16{ScalarType::kBFloat16, exp::kBf16ModelTolerance};
 const HalfCase kFp16{ScalarType::kHalf, exp::kFp16ModelTolerance};
 const HalfCase kCuda{ScalarType::kBFloat16, exp::kBf16ModelTolerance, exp::Backend::kCuda};
+const HalfCase kFp16Xnnpack{ScalarType::kHalf, exp::kFp16ModelTolerance, exp::Backend::kXnnpack};
+const HalfCase kBf16Xnnpack{ScalarType::kBFloat16, exp::kBf16ModelTolerance, exp::Backend::kXnnpack};
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HalfFixture,
                          ::testing::Combine(::testing::Values("llama-mha", "llama-gqa", "llama-gqa-tied-bf16", "mistral",
@@ -209,7 +225,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HalfFixture,
                                                               "gemma2", "gemma3", "phi", "gpt_neox", "mixtral",
                                                               "qwen3_moe", "gpt2", "gpt2-hubstyle", "gpt_oss",
                                                               "deepseek_v3", "mamba"),
-                                            ::testing::Values(kBf16, kFp16, kCuda)),
+                                            ::testing::Values(kBf16, kFp16, kCuda, kFp16Xnnpack, kBf16Xnnpack)),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + case_flag(std::get<1>(info.param));
                            for (auto& c : n) if (c == '-') c = '_';

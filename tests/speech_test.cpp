@@ -37,7 +37,8 @@ const Mode kModes[] = {{"portable", exp::Backend::kPortable, ScalarType::kFloat,
                        {"xnnpack", exp::Backend::kXnnpack, ScalarType::kFloat, kAtol},
                        {"bf16", exp::Backend::kPortable, ScalarType::kBFloat16, exp::kBf16ModelTolerance},
                        {"fp16", exp::Backend::kPortable, ScalarType::kHalf, exp::kFp16ModelTolerance},
-                       {"cuda", exp::Backend::kCuda, ScalarType::kBFloat16, exp::kBf16ModelTolerance}};
+                       {"cuda", exp::Backend::kCuda, ScalarType::kBFloat16, exp::kBf16ModelTolerance},
+                       {"fp16_xnnpack", exp::Backend::kXnnpack, ScalarType::kHalf, exp::kFp16ModelTolerance}};
 
 /// The distance the mode's tolerance is stated in.
 double distance(const Mode& m, const std::vector<float>& got, const std::vector<float>& want) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 
+#include "backends/builtin/builtin.h"
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "checkpoint/checkpoint.h"
 #include "export/interpreter.h"
@@ -18,6 +19,7 @@
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"
 #include "export/validate.h"
+#include "pte/inspect.h"
 #include "pte/pte_file.h"
 #include "runtime/program.h"
 #include "test_util.h"
@@ -108,11 +110,23 @@ class ImageHalfFixture : public ::testing::TestWithParam<std::tuple<Case, std::s
 
 TEST_P(ImageHalfFixture, OutputsMatchReferenceWithinHalfBound) {
   const auto& [c, mode] = GetParam();
-  const bool cuda = mode == "cuda";
-  const ScalarType dtype = mode == "fp16" ? ScalarType::kHalf : ScalarType::kBFloat16;
+  const bool cuda = mode == "cuda", xnnpack = mode == "fp16-xnnpack";
+  const ScalarType dtype = mode.rfind("fp16", 0) == 0 ? ScalarType::kHalf : ScalarType::kBFloat16;
   const double tol = dtype == ScalarType::kHalf ? exp::kFp16ModelTolerance : exp::kBf16ModelTolerance;
   const std::string dir = test::repo_path(std::string("tests/data/fixtures/") + c.fixture);
-  const auto pte = export_case(c.fixture, cuda ? exp::Backend::kCuda : exp::Backend::kPortable, dtype);
+  const auto pte = export_case(c.fixture, cuda ? exp::Backend::kCuda : xnnpack ? exp::Backend::kXnnpack : exp::Backend::kPortable,
+                               dtype);
+  if (xnnpack) {
+    // An XNNPACK fp16 graph: convolutions (fp32 filters, as upstream writes
+    // them) or linear layers run inside delegates on fp16 activations.
+    auto file = pte::PteFile::open(pte);
+    ASSERT_TRUE(file.is_ok()) << file.status().message();
+    pte::InspectOptions with_nodes;
+    with_nodes.describe_delegate = backends::describe_payload;
+    const std::string text = pte::inspect_text(**file, with_nodes);
+    EXPECT_TRUE(text.find("XNNConv2d") != std::string::npos || text.find("XNNFullyConnected fp16 x fp16") != std::string::npos)
+        << text;
+  }
   if (cuda) {
     auto file = pte::PteFile::open(pte);
     ASSERT_TRUE(file.is_ok()) << file.status().message();
@@ -142,7 +156,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Case{"vit", {"logits.npy", "last_hidden_state.npy"}},
                                          Case{"resnet-basic", {"logits.npy", "last_hidden_state.npy", "pooler_output.npy"}},
                                          Case{"resnet-bottleneck", {"logits.npy", "last_hidden_state.npy", "pooler_output.npy"}}),
-                       ::testing::Values("bf16", "fp16", "cuda")),
+                       ::testing::Values("bf16", "fp16", "cuda", "fp16-xnnpack")),
     [](const auto& info) {
       std::string n = std::get<0>(info.param).fixture + std::string("_") + std::get<1>(info.param);
       for (auto& ch : n) if (ch == '-') ch = '_';

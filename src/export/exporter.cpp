@@ -215,9 +215,12 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
     if (half && !built.routed_experts && !built.recurrent_state) {
       float_tolerance = config.dtype == ScalarType::kHalf ? kFp16ModelTolerance : kBf16ModelTolerance;
     }
-    auto v = validate_export(quantized_reference ? *quantized_reference : unlowered, staged,
-                             config.linear_weights == ScalarType::kHalf ? kFp16WeightsTolerance : kFp32Tolerance,
-                             float_model, float_tolerance);
+    double tolerance = config.linear_weights == ScalarType::kHalf ? kFp16WeightsTolerance : kFp32Tolerance;
+    if (half && config.backend == Backend::kXnnpack) {
+      tolerance = config.dtype == ScalarType::kHalf ? kFp16KernelTolerance : kBf16KernelTolerance;
+    }
+    auto v = validate_export(quantized_reference ? *quantized_reference : unlowered, staged, tolerance, float_model,
+                             float_tolerance);
     if (!v) return discard(v.status().with_context("validation"));
     validation = v->report;
     if (!v->ok) return discard(make_error(ErrorCode::kInternal, "validation failed: {}", v->message));

@@ -36,12 +36,11 @@ Status prepare_backend(graph::Program& p, const ExportConfig& c, StageLog& log) 
                       "--linear-weights {} applies to fp32 programs; with --dtype {} every weight is already {}",
                       dtype_name(c.linear_weights), dtype_name(c.dtype), dtype_name(c.dtype));
   }
-  if (half && c.backend == Backend::kXnnpack) {
-    // The partitioner claims f32 nodes only (docs/decisions.md, "Half-precision programs").
-    log.warnings.push_back(fmt::format(
-        "--dtype {}: XNNPACK delegation of 16-bit graphs is not implemented yet; every op runs on the portable "
-        "kernels (use --backend portable to say so, or fp32 for XNNPACK)",
-        dtype_name(c.dtype)));
+  if (c.dtype == ScalarType::kBFloat16 && c.backend == Backend::kXnnpack) {
+    // XNNPACK has fp32 and fp16 graphs, no bf16 ones (docs/decisions.md, "Half-precision programs").
+    log.warnings.push_back(
+        "--dtype bf16: XNNPACK has no bf16 datatype, so only the program's fp32 parts (norms, softmax) are "
+        "delegated and its bf16 ops run on the portable kernels (use --dtype fp16 for XNNPACK fp16 graphs)");
   }
   log.notes.push_back(fmt::format("backend {}, dtype {}, linear weights {}", backend_name(c.backend),
                                   dtype_name(c.dtype), dtype_name(c.linear_weights)));

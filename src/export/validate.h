@@ -32,6 +32,12 @@ inline constexpr double kRoundingFlipShare = 1.0;
 /// About 8 unit roundoffs: 8 x 2^-8 (bf16) and 8 x 2^-11 (fp16).
 inline constexpr double kBf16ModelTolerance = 3e-2;
 inline constexpr double kFp16ModelTolerance = 4e-3;
+/// 16-bit programs with XNNPACK delegates against their own 16-bit graph: a
+/// delegate sums in another order than the portable kernel, so a result can
+/// round to the neighbouring 16-bit value and carry that one step on; 4 unit
+/// roundoffs (4 x 2^-8, 4 x 2^-11) bound what such flips add up to.
+inline constexpr double kBf16KernelTolerance = 1.6e-2;
+inline constexpr double kFp16KernelTolerance = 2e-3;
 
 /// Runs every method of `unlowered` through the reference interpreter and the
 /// program at `pte_path` through the runtime with the portable kernels, on

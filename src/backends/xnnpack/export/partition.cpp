@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "backends/xnnpack/export/serialize.h"
+#include "core/half.h"
 #include "graph/delegate_call.h"
 #include "quant/quant.h"
 #include "backends/xnnpack/export/sha256.h"
@@ -32,6 +33,14 @@ using graph::ValueId;
 using K = fb_xnnpack::XNodeUnion;
 
 constexpr int kMaxRank = 6;
+
+/// The element types an XNNPACK graph value can have here: fp32, and fp16
+/// (XNNPACK has no bf16 tensors; bf16 appears only as group-quant scales).
+bool is_xnn_float(ScalarType t) { return t == ScalarType::kFloat || t == ScalarType::kHalf; }
+
+fb_xnnpack::XNNDatatype xnn_datatype(ScalarType t) {
+  return t == ScalarType::kHalf ? fb_xnnpack::XNNDatatype::fp16 : fb_xnnpack::XNNDatatype::fp32;
+}
 
 std::optional<int64_t> const_int(const Arg& a) {
   if (const auto* v = std::get_if<int64_t>(&a)) return *v;
@@ -259,12 +268,12 @@ class Claimer {
   Claimer(const Graph& g, const PartitionOptions& o, const std::unordered_map<ValueId, int>& uses)
       : g_(g), o_(o), uses_(uses) {}
 
-  /// fp32, contiguous, every dim bounded, rank <= 6.
+  /// fp32 or fp16, contiguous, every dim bounded, rank <= 6.
   bool plain(ValueId v) const {
     const auto& val = g_.value(v);
     if (val.role == graph::ValueRole::kSymInt) return false;
     const auto& t = val.type;
-    if (t.dtype != ScalarType::kFloat || t.rank() > kMaxRank) return false;
+    if (!is_xnn_float(t.dtype) || t.rank() > kMaxRank) return false;
     for (size_t i = 0; i < t.dim_order.size(); ++i) if (t.dim_order[i] != i) return false;
     for (auto b : t.upper_bounds(g_.dims())) if (b <= 0 || b == graph::DimRange::kUnbounded || b > INT32_MAX) return false;
     return true;
@@ -277,9 +286,15 @@ class Claimer {
     if ((n.outputs.size() != 1 && !values_only) || !plain(n.outputs[0])) return std::nullopt;
     auto p = claim_op(n);
     if (!p) return std::nullopt;
+    // One float datatype per node (upstream's partitioner: no mixed input
+    // dtypes): an fp16 model's graph is claimed as fp16, and the casts between
+    // its fp16 and fp32 parts stay on the portable kernels.
+    const ScalarType dt = g_.type(n.outputs[0]).dtype;
     for (size_t k = 0; k < p->operands.size(); ++k) {
       if (p->filter_quant && k >= 1) continue;  // the quantized filter: int8 bytes by design
       if (!plain(p->operands[k])) return std::nullopt;
+      const bool weight = p->fc_constants && k >= 1;  // written in the datatype its node takes (lower_run)
+      if (!weight && g_.type(p->operands[k]).dtype != dt) return std::nullopt;
     }
     return p;
   }
@@ -578,6 +593,36 @@ graph::ConstantData recoded(const graph::ConstantData& c, ScalarType dtype, std:
   return p;
 }
 
+/// `c` in element type `t` (fp32 or fp16; rounded to nearest even on the way
+/// down): converted while streaming from the checkpoint where it streams from
+/// one, else recoded element by element.
+graph::ConstantData as_dtype(const graph::ConstantData& c, ScalarType t) {
+  if (c.dtype == t) return c;
+  if (c.converted) return c.converted(t);
+  const size_t in = c.dtype == ScalarType::kHalf ? 2 : 4, out = t == ScalarType::kHalf ? 2 : 4;
+  const ScalarType from = c.dtype;
+  return recoded(c, t, c.sizes, t == ScalarType::kHalf ? "|f16" : "|f32", in,
+                 [from, in, out](const uint8_t* src, size_t count, std::vector<uint8_t>& dst) {
+                   dst.resize(count * out);
+                   for (size_t i = 0; i < count; ++i) {
+                     float f;
+                     if (from == ScalarType::kHalf) {
+                       uint16_t h;
+                       std::memcpy(&h, src + in * i, 2);
+                       f = half_to_float(h);
+                     } else {
+                       std::memcpy(&f, src + in * i, 4);
+                     }
+                     if (out == 2) {
+                       const uint16_t h = float_to_half(f);
+                       std::memcpy(dst.data() + 2 * i, &h, 2);
+                     } else {
+                       std::memcpy(dst.data() + 4 * i, &f, 4);
+                     }
+                   }
+                 });
+}
+
 /// `c` (int8 [n, k], k even) packed two per byte in XNNPACK's order:
 /// value + 8, the even column in the low nibble (quant::pack_int4_xnnpack).
 graph::ConstantData packed_int4(const graph::ConstantData& c) {
@@ -641,11 +686,12 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
   graph::Delegate d;
   d.backend_id = kXnnpackBackendId;
   std::unordered_map<ValueId, uint32_t> ids;
+  // A value's datatype is its graph dtype's (fp32 / fp16) unless `dt` says otherwise.
   auto add_value = [&](ValueId v, uint32_t ext, uint32_t flags, uint32_t cidx, bool swap_dims = false,
-                       fb_xnnpack::XNNDatatype dt = fb_xnnpack::XNNDatatype::fp32, XnnQuantSpec q = {}) {
+                       std::optional<fb_xnnpack::XNNDatatype> dt = std::nullopt, XnnQuantSpec q = {}) {
     std::vector<uint32_t> dims = dims_of(g, v);
     if (swap_dims) std::reverse(dims.begin(), dims.end());  // 2-D only
-    s.values.push_back({std::move(dims), ext, flags, cidx, dt, q});
+    s.values.push_back({std::move(dims), ext, flags, cidx, dt.value_or(xnn_datatype(g.type(v).dtype)), q});
     ids[v] = uint32_t(s.values.size() - 1);
   };
   for (size_t i = 0; i < inputs.size(); ++i) add_value(inputs[i], uint32_t(i), 1, 0);
@@ -674,13 +720,12 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     return it->second;
   };
   // `as_transposed`: the constant is written as its [cols, rows] transpose;
-  // `as_fp16`: converted to fp16 while streaming.
-  auto named_constant = [&](ValueId v, bool as_transposed, bool as_fp16) -> Result<uint32_t> {
+  // `dtype`: the element type it is written in (converted while streaming).
+  auto named_constant = [&](ValueId v, bool as_transposed, ScalarType dtype) -> Result<uint32_t> {
     if (auto it = ids.find(v); it != ids.end()) return it->second;
-    graph::ConstantData c = as_transposed ? g.constant(v).transposed() : g.constant(v);
-    if (as_fp16) c = c.converted(ScalarType::kHalf);
+    graph::ConstantData c = as_dtype(as_transposed ? g.constant(v).transposed() : g.constant(v), dtype);
     HF2PTE_ASSIGN_OR_RETURN(uint32_t idx, add_named(c, g.value(v).name, ""));
-    add_value(v, kXnnInvalidId, 0, idx, as_transposed, as_fp16 ? fb_xnnpack::XNNDatatype::fp16 : fb_xnnpack::XNNDatatype::fp32);
+    add_value(v, kXnnInvalidId, 0, idx, as_transposed, xnn_datatype(dtype));
     return ids[v];
   };
   // A quantized filter [n, k] (docs/quantization.md, "How upstream 1.3.x stores
@@ -715,7 +760,7 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
   auto transpose = [&](uint32_t in, std::vector<uint32_t> dims, const std::vector<uint32_t>& perm, uint32_t handle,
                        std::optional<uint32_t> out = std::nullopt) {
     if (!out) {
-      s.values.push_back({std::move(dims), kXnnInvalidId, 0, 0});
+      s.values.push_back({std::move(dims), kXnnInvalidId, 0, 0, s.values[in].datatype});
       out = uint32_t(s.values.size() - 1);
     }
     XnnNodeSpec t;
@@ -774,7 +819,7 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
         if (!ids.count(o)) add_value(o, kXnnInvalidId, 0, 0);
         return ids[o];
       }
-      s.values.push_back({nhwc_dims(g, o), kXnnInvalidId, 0, 0});
+      s.values.push_back({nhwc_dims(g, o), kXnnInvalidId, 0, 0, xnn_datatype(g.type(o).dtype)});
       return nhwc[o] = uint32_t(s.values.size() - 1);
     };
     auto emit = [&](XnnNodeSpec&& node) {
@@ -786,16 +831,18 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     };
     if (p.kind == K::XNNConv2d) {
       // Input channels-last, the filter [Cout, KH, KW, Cin/groups] and bias as
-      // named data (fp32, as upstream writes conv constants), output channels-last.
+      // named data (fp32 also in an fp16 graph, as upstream writes conv
+      // constants), output channels-last.
       HF2PTE_ASSIGN_OR_RETURN(uint32_t in, channels_last_id(p.operands[0], uint32_t(i)));
       const ValueId w = p.operands[1];
-      HF2PTE_ASSIGN_OR_RETURN(uint32_t fidx, add_named(nhwc_filter(g.constant(w)), g.value(w).name, ""));
+      HF2PTE_ASSIGN_OR_RETURN(uint32_t fidx, add_named(nhwc_filter(as_dtype(g.constant(w), ScalarType::kFloat)),
+                                                      g.value(w).name, ""));
       const auto wd = dims_of(g, w);
       s.values.push_back({{wd[0], wd[2], wd[3], wd[1]}, kXnnInvalidId, 0, fidx});
       const uint32_t wid = uint32_t(s.values.size() - 1);
       uint32_t bid = kXnnInvalidId;
       if (p.operands.size() > 2) {
-        HF2PTE_ASSIGN_OR_RETURN(bid, named_constant(p.operands[2], false, false));
+        HF2PTE_ASSIGN_OR_RETURN(bid, named_constant(p.operands[2], false, ScalarType::kFloat));
       }
       spec.ids = {in, wid, bid, output_id()};
       emit(std::move(spec));
@@ -807,9 +854,14 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     const bool filter_as_nk = p.kind == K::XNNFullyConnected && p.flags == kFcTransposeFilter &&
                               static_cast<bool>(g.constant(p.operands[1]).transposed);
     if (filter_as_nk) spec.flags = 0;
-    // fp16 filters only where the checkpoint streams them (converted on the way out).
+    // FullyConnected constants are written in the node's datatype (an fp16
+    // graph's filter and bias are fp16, as upstream writes them), except that
+    // an fp32 node takes fp16 filters (options.fc_filter_dtype) where the
+    // checkpoint streams them (converted on the way out); fp32 biases.
+    const ScalarType node_dtype = g.type(o).dtype;
     const bool filter_fp16 = p.kind == K::XNNFullyConnected && options.fc_filter_dtype == ScalarType::kHalf &&
                              static_cast<bool>(g.constant(p.operands[1]).converted);
+    const ScalarType filter_dtype = filter_fp16 ? ScalarType::kHalf : node_dtype;
     if (p.filter_quant) {
       // Quantized FullyConnected: input (through a qdint8 Convert when the
       // activations are quantized per token), the quantized filter, no bias.
@@ -837,7 +889,7 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     for (size_t k = 0; k < p.operands.size(); ++k) {
       ValueId v = p.operands[k];
       if (p.fc_constants && k >= 1) {
-        HF2PTE_ASSIGN_OR_RETURN(uint32_t id, named_constant(v, k == 1 && filter_as_nk, k == 1 && filter_fp16));
+        HF2PTE_ASSIGN_OR_RETURN(uint32_t id, named_constant(v, k == 1 && filter_as_nk, k == 1 ? filter_dtype : node_dtype));
         spec.ids.push_back(id);
         continue;
       }

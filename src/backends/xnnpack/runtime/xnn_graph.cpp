@@ -10,6 +10,7 @@
 #include "backends/xnnpack/runtime/xnn_graph.h"
 #include "backends/xnnpack/runtime/xnn_payload.h"
 #include "kernels/optimized/gemm.h"
+#include "core/half.h"
 #include "core/scalar_type.h"
 #include "pte/pte_file.h"
 #include "quant/quant.h"
@@ -49,7 +50,7 @@ size_t xdtype_size(XDtype t) {
 
 std::vector<std::pair<std::string, size_t>> XnnGraph::node_counts() const {
   std::map<std::string, size_t> counts;
-  for (const XNode& n : nodes) ++counts[n.name];
+  for (const XNode& n : nodes) if (!n.widening) ++counts[n.name];
   return {counts.begin(), counts.end()};
 }
 
@@ -82,8 +83,23 @@ Result<XDtype> to_xdtype(fb::XNNDatatype d) {
 }
 
 bool is_float_like(XDtype t) {
-  // Elementwise nodes run in float; 8-bit per-tensor values are (de)quantized.
-  return t == XDtype::kFp32 || t == XDtype::kQInt8 || t == XDtype::kQUInt8;
+  // Elementwise nodes run in float; 8-bit per-tensor values are (de)quantized;
+  // fp16 ones reach only Copy and Convert (Compiler::resolve widens the rest).
+  return t == XDtype::kFp32 || t == XDtype::kFp16 || t == XDtype::kQInt8 || t == XDtype::kQUInt8;
+}
+
+/// Nodes that only move or re-encode elements: they read and write fp16
+/// values as they are. Every other node computes in fp32 (Compiler::resolve).
+bool moves_elements(fb::XNodeUnion t) {
+  using T = fb::XNodeUnion;
+  switch (t) {
+    case T::XNNStaticTranspose: case T::XNNStaticReshape: case T::XNNStaticSlice: case T::XNNStaticConstantPad:
+    case T::XNNConcatenate2: case T::XNNConcatenate3: case T::XNNConcatenate4: case T::XNNConcatenate5:
+    case T::XNNCopy: case T::XNNConvert:
+      return true;
+    default:
+      return false;
+  }
 }
 
 int64_t numel_of(const std::vector<int64_t>& dims) {
@@ -120,7 +136,6 @@ class Compiler {
     for (uint32_t i = 0; i < nodes->size(); ++i) {
       Status st = add_node(nodes->Get(i));
       if (!st) return st.with_context(fmt::format("xnode {}", i));
-      HF2PTE_RETURN_IF_ERROR(check_fp16_use(out_.nodes.back()).with_context(fmt::format("xnode {}", i)));
     }
     return std::move(out_);
   }
@@ -228,8 +243,6 @@ class Compiler {
       v.shape = v.dims;
       v.data = const_cast<void*>(v.cptr);  // never written: node outputs cannot be constants
     }
-    HF2PTE_CHECK_OR_RETURN(v.dtype != XDtype::kFp16 || v.is_constant, kNotSupported,
-                           "fp16 values are supported only as constant FullyConnected filters and biases");
     HF2PTE_CHECK_OR_RETURN(id_map_.emplace(tv->id_out(), idx).second, kInvalidProgram, "id_out {} is used twice",
                            tv->id_out());
     out_.values.push_back(std::move(v));
@@ -334,11 +347,64 @@ class Compiler {
   }
 
   /// Maps a serialized id to a value index; `optional` accepts kInvalidId.
+  /// The value a node's `field` names. While a computing node is added
+  /// (widen_), an fp16 value is swapped for an fp32 one: an input for its
+  /// fp32 copy made by a Convert run before the node, the output for an fp32
+  /// value a Convert after the node rounds into it, a constant for its fp32
+  /// copy -- except a FullyConnected's fp16 filter and bias, which its GEMM
+  /// reads as they are. Each op thus computes in fp32 and rounds its result
+  /// once to fp16, as XNNPACK's fp16 operators do on CPUs without fp16 arithmetic.
   Result<uint32_t> resolve(uint32_t id, const char* field, bool optional = false) {
     if (optional && id == kInvalidId) return kInvalidId;
     auto it = id_map_.find(id);
     HF2PTE_CHECK_OR_RETURN(it != id_map_.end(), kInvalidProgram, "{} {} names no xvalue", field, id);
-    return it->second;
+    const uint32_t v = it->second;
+    if (widen_ == Widen::kNone || val(v).dtype != XDtype::kFp16) return v;
+    const std::string_view f = field;
+    if (f == "output_id") {
+      HF2PTE_RETURN_IF_ERROR(check_output(v));
+      const uint32_t w = add_fp32_twin(v);
+      after_.push_back(convert_node(w, v));
+      return w;
+    }
+    if (widen_ == Widen::kFullyConnected && (f == "filter_id" || f == "bias_id")) return v;
+    if (auto c = fp32_twin_.find(v); c != fp32_twin_.end()) return c->second;
+    const uint32_t w = add_fp32_twin(v);
+    if (val(v).is_constant) {
+      XValue& t = val(w);
+      const XValue& h = val(v);
+      const size_t n = size_t(numel_of(h.dims));
+      t.constant.resize((n * 4 + 7) / 8);
+      auto* dst = reinterpret_cast<float*>(t.constant.data());
+      for (size_t i = 0; i < n; ++i) dst[i] = half_to_float(static_cast<const uint16_t*>(h.cptr)[i]);
+      t.cptr = t.data = t.constant.data();
+      t.is_constant = true;
+      t.shape = t.dims;
+    } else {
+      before_.push_back(convert_node(v, w));
+    }
+    fp32_twin_[v] = w;
+    return w;
+  }
+
+  /// A new internal fp32 value with `v`'s dims (references into out_.values
+  /// are invalidated).
+  uint32_t add_fp32_twin(uint32_t v) {
+    XValue t;
+    t.dtype = XDtype::kFp32;
+    t.dims = val(v).dims;
+    t.widened_from = v;
+    out_.values.push_back(std::move(t));
+    return uint32_t(out_.values.size() - 1);
+  }
+
+  XNode convert_node(uint32_t in, uint32_t out) const {
+    XNode n;
+    n.params = UnaryParams{UnaryKind::kConvert, in, out};
+    n.name = "XNNConvert";
+    n.debug_handle = handle_;
+    n.widening = true;
+    return n;
   }
 
   XValue& val(uint32_t i) { return out_.values[i]; }
@@ -398,18 +464,18 @@ class Compiler {
     return Status::ok();
   }
 
-  /// fp16 values exist only as the filter (or bias) of a FullyConnected with
-  /// fp32 activations; any other reader or writer is refused.
-  Status check_fp16_use(const XNode& n) const {
+  /// After resolve's widening, fp16 values are read and written only by nodes
+  /// that move elements, and read as FullyConnected filters and biases.
+  Status check_fp16_use(const XNode& n, bool moves) const {
+    if (moves) return Status::ok();
     const auto* fc = std::get_if<FullyConnectedParams>(&n.params);
     for (uint32_t v : node_inputs(n)) {
       if (v == kInvalidId || out_.values[v].dtype != XDtype::kFp16) continue;
-      HF2PTE_CHECK_OR_RETURN(fc != nullptr && (v == fc->filter || v == fc->bias), kNotSupported,
-                             "{} reads fp16 value {}; fp16 is supported only for FullyConnected filters and biases",
-                             n.name, v);
+      HF2PTE_CHECK_OR_RETURN(fc != nullptr && (v == fc->filter || v == fc->bias), kInternal,
+                             "{} reads fp16 value {} after widening", n.name, v);
     }
-    HF2PTE_CHECK_OR_RETURN(out_.values[node_output(n)].dtype != XDtype::kFp16, kNotSupported,
-                           "{} writes an fp16 value; fp16 activations are not supported", n.name);
+    HF2PTE_CHECK_OR_RETURN(out_.values[node_output(n)].dtype != XDtype::kFp16, kInternal,
+                           "{} writes an fp16 value after widening", n.name);
     return Status::ok();
   }
 
@@ -449,6 +515,11 @@ class Compiler {
     }
     const void* u = xn->xnode_union();
     HF2PTE_CHECK_OR_RETURN(u != nullptr, kInvalidProgram, "{} has no parameters", n.name);
+    const bool moves = moves_elements(type);
+    widen_ = moves ? Widen::kNone : type == fb::XNodeUnion::XNNFullyConnected ? Widen::kFullyConnected : Widen::kCompute;
+    handle_ = n.debug_handle;
+    before_.clear();
+    after_.clear();
     auto n1 = static_cast<const fb::Node1x1*>(u);
     auto n2 = static_cast<const fb::Node2x1*>(u);
     Status st;
@@ -506,8 +577,12 @@ class Compiler {
       }
       default: st = add_movement(n, type, u); break;
     }
+    widen_ = Widen::kNone;
     if (!st) return st.with_context(fmt::format("{}, debug_handle {}", n.name, n.debug_handle));
+    HF2PTE_RETURN_IF_ERROR(check_fp16_use(n, moves));
+    for (XNode& c : before_) out_.nodes.push_back(std::move(c));
     out_.nodes.push_back(std::move(n));
+    for (XNode& c : after_) out_.nodes.push_back(std::move(c));
     return Status::ok();
   }
 
@@ -528,6 +603,11 @@ class Compiler {
   bool pack_;  ///< false: validate only, no float filter is transposed or dequantized
   XnnGraph out_;
   std::unordered_map<uint32_t, uint32_t> id_map_;
+  /// fp16 -> fp32 widening of the node being added (resolve).
+  enum class Widen { kNone, kCompute, kFullyConnected } widen_ = Widen::kNone;
+  uint32_t handle_ = 0;                                ///< its debug handle, for the Converts
+  std::vector<XNode> before_, after_;                  ///< Converts to run before / after it
+  std::unordered_map<uint32_t, uint32_t> fp32_twin_;   ///< fp16 value -> its fp32 copy (inputs, constants)
 };
 
 /// Reads element `i` of a constant as float (dequantizing with channel `c`).
@@ -902,7 +982,8 @@ Status Compiler::add_movement(XNode& n, fb::XNodeUnion type, const void* u) {
       p.pre = vec(t->pre_paddings());
       p.post = vec(t->post_paddings());
       p.value = t->padding_value();
-      HF2PTE_CHECK_OR_RETURN(val(p.input).dtype == XDtype::kFp32, kNotSupported, "constant pad needs fp32");
+      HF2PTE_CHECK_OR_RETURN(val(p.input).dtype == XDtype::kFp32 || val(p.input).dtype == XDtype::kFp16,
+                             kNotSupported, "constant pad needs fp32 or fp16, got {}", xdtype_name(val(p.input).dtype));
       n.params = std::move(p);
       return Status::ok();
     }

@@ -27,7 +27,7 @@ namespace hf2pte::xnn {
 /// Element types we execute (a subset of fb_xnnpack::XNNDatatype, same numbers).
 enum class XDtype : int16_t {
   kFp32 = 1,
-  kFp16 = 2,  ///< constant FullyConnected filters (and biases) only: fp32 x fp16 -> fp32
+  kFp16 = 2,  ///< fp16 graphs: computing nodes run in fp32 between Converts (Compiler::resolve)
   kQInt8 = 3,
   kQUInt8 = 4,
   kQInt32 = 5,
@@ -67,6 +67,9 @@ struct XValue {
   int32_t group_size = 0;           ///< qbint4 block size along dim 1
   std::vector<float> block_scales;  ///< qbint4 [oc, ic / group_size], bf16-rounded
   uint32_t external_id = kInvalidId;  ///< index into the DelegateCall args
+  /// An fp32 value the compiler added for fp16 value `widened_from` (its
+  /// computing readers and writer run in fp32; Compiler::resolve).
+  uint32_t widened_from = kInvalidId;
   bool is_input = false;
   bool is_output = false;
   /// Constant bytes copied out of the program at init (8-byte aligned storage,
@@ -191,6 +194,9 @@ struct XNode {
   float out_max = std::numeric_limits<float>::infinity();
   uint32_t debug_handle = 0;
   std::string name;  ///< union member name, for errors ("XNNAdd")
+  /// A Convert the compiler added around an fp16 node, not in the payload
+  /// (left out of node counts).
+  bool widening = false;
 };
 
 /// The compiled subgraph: values indexed by serialized id_out, nodes in order.

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "backends/xnnpack/runtime/scratch.h"
+#include "core/half.h"
 #include "backends/xnnpack/runtime/xnn_graph.h"
 #include "kernels/optimized/gemm.h"
 #include "kernels/optimized/thread_pool.h"
@@ -72,6 +73,7 @@ inline float load(const XValue& v, size_t i) {
   switch (v.dtype) {
     case XDtype::kFp32:
     case XDtype::kQDInt8: return static_cast<const float*>(v.data)[i];  // qdint8 is held as float
+    case XDtype::kFp16: return half_to_float(static_cast<const uint16_t*>(v.data)[i]);
     case XDtype::kQInt8: return float(int32_t(static_cast<const int8_t*>(v.data)[i]) - v.zero_point) * v.scale;
     case XDtype::kQUInt8: return float(int32_t(static_cast<const uint8_t*>(v.data)[i]) - v.zero_point) * v.scale;
     default: return float(static_cast<const int32_t*>(v.data)[i]);
@@ -84,6 +86,7 @@ inline void store(XValue& v, size_t i, float f) {
   switch (v.dtype) {
     case XDtype::kFp32:
     case XDtype::kQDInt8: static_cast<float*>(v.data)[i] = f; return;
+    case XDtype::kFp16: static_cast<uint16_t*>(v.data)[i] = float_to_half(f); return;  // nearest even
     case XDtype::kQInt8: {
       const float q = std::nearbyint(f * (1.0f / v.scale)) + float(v.zero_point);
       static_cast<int8_t*>(v.data)[i] = int8_t(std::clamp(q, -128.0f, 127.0f));
@@ -789,14 +792,24 @@ Status Runner::exec(const XNode&, const PadParams& p) {
     out[d] += int64_t(p.pre[d]) + int64_t(p.post[d]);
   }
   HF2PTE_ASSIGN_OR_RETURN(XValue * y, output(p.output, out));
-  float* py = static_cast<float*>(y->data);
-  std::fill(py, py + numel(out), p.value);
+  // fp32 or fp16 (Compiler::add_movement): the padding value in the output's encoding.
+  const size_t esize = xdtype_size(y->dtype);
+  uint8_t fill[4];
+  if (esize == 2) {
+    const uint16_t h = float_to_half(p.value);
+    std::memcpy(fill, &h, 2);
+  } else {
+    std::memcpy(fill, &p.value, 4);
+  }
+  auto* py = static_cast<uint8_t*>(y->data);
+  const int64_t total = numel(out);
+  for (int64_t i = 0; i < total; ++i) std::memcpy(py + size_t(i) * esize, fill, esize);
   const Shape so = strides_of(out);
-  const float* px = static_cast<const float*>(x->data);
+  const auto* px = static_cast<const uint8_t*>(x->data);
   for_each_index(x->shape, [&](int64_t i, const int64_t* idx) {
     int64_t off = 0;
     for (size_t d = 0; d < out.size(); ++d) off += (idx[d] + pre[d]) * so[d];
-    py[off] = px[i];
+    std::memcpy(py + size_t(off) * esize, px + size_t(i) * esize, esize);
   });
   return Status::ok();
 }

@@ -20,6 +20,7 @@ struct XnnHandle final : rt::DelegateHandle {
 bool dtype_matches(XDtype x, ScalarType s) {
   switch (x) {
     case XDtype::kFp32: return s == ScalarType::kFloat;
+    case XDtype::kFp16: return s == ScalarType::kHalf;
     case XDtype::kQInt8:
     case XDtype::kQCInt8: return s == ScalarType::kChar || s == ScalarType::kQInt8;
     case XDtype::kQUInt8: return s == ScalarType::kByte || s == ScalarType::kQUInt8;
@@ -120,12 +121,14 @@ Result<std::vector<std::pair<std::string, size_t>>> xnnpack_node_counts(std::spa
   // block size), e.g. "XNNFullyConnected qdint8 x qbint4 g32" (8da4w).
   std::map<std::string, size_t> counts;
   for (const XNode& n : g.nodes) {
+    if (n.widening) continue;
     std::string name = n.name;
     if (const auto* fc = std::get_if<FullyConnectedParams>(&n.params)) {
-      const XValue& x = g.values[fc->input];
+      const XValue* x = &g.values[fc->input];
+      if (x->widened_from != kInvalidId) x = &g.values[x->widened_from];  // as the payload has it
       const XValue& w = g.values[fc->filter];
       if (w.dtype != XDtype::kFp32) {
-        name += fmt::format(" {} x {}", xdtype_name(x.dtype), xdtype_name(w.dtype));
+        name += fmt::format(" {} x {}", xdtype_name(x->dtype), xdtype_name(w.dtype));
         if (w.group_size > 0) name += fmt::format(" g{}", w.group_size);
       }
     }

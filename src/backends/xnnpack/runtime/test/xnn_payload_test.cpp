@@ -28,7 +28,7 @@ class PayloadBuilder {
 
   /// An fp32 value; `ext` = kInvalidId for internal ones. Returns its id.
   uint32_t value(std::vector<uint32_t> dims, uint32_t ext = kInvalidId, uint32_t flags = 0,
-                 std::vector<float> data = {}) {
+                 std::vector<float> data = {}, fb::XNNDatatype dt = fb::XNNDatatype::fp32) {
     uint32_t cidx = 0;
     if (!data.empty()) {
       cidx = uint32_t(constants_.size());
@@ -37,8 +37,7 @@ class PayloadBuilder {
       region_.insert(region_.end(), b, b + data.size() * 4);
     }
     const uint32_t id = uint32_t(values_.size());
-    auto tv = fb::CreateXNNTensorValueDirect(fbb_, fb::XNNDatatype::fp32, uint32_t(dims.size()), &dims, cidx, ext,
-                                             flags, id);
+    auto tv = fb::CreateXNNTensorValueDirect(fbb_, dt, uint32_t(dims.size()), &dims, cidx, ext, flags, id);
     values_.push_back(fb::CreateXValue(fbb_, fb::XValueUnion::XNNTensorValue, tv.Union()));
     return id;
   }
@@ -292,16 +291,50 @@ TEST(XnnOps, FullyConnectedWithHalfFilters) {
   }
 }
 
-TEST(XnnOps, HalfValuesOutsideFullyConnectedFiltersAreRefused) {
+// An fp16 graph (as upstream writes fp16 models): every computing node reads
+// its fp16 operands as fp32 and rounds its result once to fp16, as XNNPACK's
+// fp16 operators do on CPUs without fp16 arithmetic; movement nodes copy fp16
+// elements as they are. Expected values are computed the same way here.
+TEST(XnnOps, Fp16GraphRoundsEachResultToHalf) {
+  const auto h = [](float f) { return half_to_float(float_to_half(f)); };
   PayloadBuilder b;
-  uint32_t x = b.input({2});
-  uint32_t c = b.half_value({2}, {1, 2});
-  uint32_t y = b.output({2});
-  b.binary(fb::XNodeUnion::XNNAdd, x, c, y);
+  const auto f16 = fb::XNNDatatype::fp16;
+  uint32_t x = b.input({1, 3});
+  uint32_t x16 = b.value({1, 3}, kInvalidId, 0, {}, f16);
+  const std::vector<float> wv = {0.1f, -0.7f, 1.3f, 2.2f, 0.05f, -1.9f}, bv = {0.3f, -0.2f};
+  uint32_t w = b.half_value({2, 3}, wv), bias = b.half_value({2}, bv);
+  uint32_t fc = b.value({1, 2}, kInvalidId, 0, {}, f16), sg = b.value({1, 2}, kInvalidId, 0, {}, f16);
+  uint32_t padded = b.value({1, 4}, kInvalidId, 0, {}, f16), t = b.value({4, 1}, kInvalidId, 0, {}, f16);
+  uint32_t y = b.output({4, 1});
+  b.unary(fb::XNodeUnion::XNNConvert, x, x16);
+  b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), x16, w, bias, fc).Union());
+  b.unary(fb::XNodeUnion::XNNSigmoid, fc, sg);
+  std::vector<uint32_t> pre = {0, 1}, post = {0, 1}, perm = {1, 0};
+  b.node(fb::XNodeUnion::XNNStaticConstantPad,
+         fb::CreateStaticConstantPadDirect(b.fbb(), &pre, &post, 0.1f, sg, padded).Union());
+  b.node(fb::XNodeUnion::XNNStaticTranspose, fb::CreateStaticTransposeDirect(b.fbb(), 2, &perm, padded, t).Union());
+  b.unary(fb::XNodeUnion::XNNConvert, t, y);
+  const std::vector<float> xv = {0.33f, -1.7f, 2.9f};
+  auto blob = b.finish();
   VectorBinder out;
-  auto st = run(b.finish(), {{{2}, {1, 1}}}, out);
-  ASSERT_FALSE(st.is_ok());
-  EXPECT_NE(st.message().find("fp16"), std::string::npos) << st.message();
+  auto st = run(blob, {{{1, 3}, xv}}, out);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  std::vector<float> want = {h(0.1f)};
+  for (int n = 0; n < 2; ++n) {
+    float acc = h(bv[size_t(n)]);
+    for (int k = 0; k < 3; ++k) acc += h(xv[size_t(k)]) * h(wv[size_t(n * 3 + k)]);
+    want.push_back(h(1.0f / (1.0f + std::exp(-h(acc)))));
+  }
+  want.push_back(h(0.1f));
+  ASSERT_EQ(out.data[1].size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(out.data[1][i], want[i], 1e-7f) << i;
+  // The Converts the runtime adds around fp16 nodes are not the payload's.
+  auto g = compile_payload(blob, nullptr);
+  ASSERT_TRUE(g.is_ok());
+  const auto listed = g->node_counts();
+  std::map<std::string, size_t> counts(listed.begin(), listed.end());
+  EXPECT_EQ(counts["XNNConvert"], 2u);
+  EXPECT_EQ(counts["XNNFullyConnected"], 1u);
 }
 
 TEST(XnnOps, AttentionShapedChain) {
