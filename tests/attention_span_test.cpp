@@ -44,20 +44,25 @@ std::string export_written(const std::string& dir, const std::string& tag, exp::
   return req.output_path;
 }
 
-using Case = std::tuple<std::string, exp::Backend>;
+using Case = std::tuple<std::string, exp::Backend, exp::AttentionSpan>;
 
+// Both spans, each asked for by name: written is the default for decoders
+// with a KV cache, full stays available behind the flag.
 class AttentionSpanFixture : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override { ASSERT_TRUE(xnn::register_xnnpack_backend().is_ok()); }
   std::string name() const { return std::get<0>(GetParam()); }
   exp::Backend backend() const { return std::get<1>(GetParam()); }
+  exp::AttentionSpan span() const { return std::get<2>(GetParam()); }
   std::string dir() const { return test::repo_path("tests/data/fixtures/" + name()); }
-  std::string tag() const { return name() + "-" + exp::backend_name(backend()); }
+  std::string tag() const {
+    return name() + "-" + exp::backend_name(backend()) + "-" + exp::attention_span_name(span());
+  }
 };
 
 // Prefill at position 0 with all T tokens (end = T), then greedy decode (end = T + k).
 TEST_P(AttentionSpanFixture, PrefillAndDecodeMatchReference) {
-  const std::string pte = export_written(dir(), tag(), backend());
+  const std::string pte = export_written(dir(), tag(), backend(), std::nullopt, span());
   double full = test::expect_full_sequence_logits(dir(), pte, kernels::portable_registry(), kLogitsAtol);
   double decode = test::expect_decode_reproduces_greedy(dir(), pte, kernels::portable_registry(), kLogitsAtol);
   RecordProperty("max_abs_logit_diff", test::diff_text(full));
@@ -69,14 +74,14 @@ TEST_P(AttentionSpanFixture, PrefillAndDecodeMatchReference) {
 TEST_P(AttentionSpanFixture, DecodeUpToTheLastCachePositionMatchesReference) {
   const int64_t T = int64_t(test::as_longs(test::load_npy(dir() + "/input_ids.npy")).size());
   const int64_t G = int64_t(test::as_longs(test::load_npy(dir() + "/greedy.npy")).size());
-  const std::string pte = export_written(dir(), tag() + "-tight", backend(), T + G - 1);
+  const std::string pte = export_written(dir(), tag() + "-tight", backend(), T + G - 1, span());
   double decode = test::expect_decode_reproduces_greedy(dir(), pte, kernels::portable_registry(), kLogitsAtol);
   RecordProperty("max_abs_step_logit_diff", test::diff_text(decode));
 }
 
 // The same program through the optimized kernels (what `hf2pte run/bench` use).
 TEST_P(AttentionSpanFixture, OptimizedKernelsDecodeReproducesGreedy) {
-  const std::string pte = export_written(dir(), tag() + "-opt", backend());
+  const std::string pte = export_written(dir(), tag() + "-opt", backend(), std::nullopt, span());
   double decode = test::expect_decode_reproduces_greedy(dir(), pte, kernels::optimized_registry(), kLogitsAtol);
   RecordProperty("max_abs_step_logit_diff", test::diff_text(decode));
 }
@@ -86,9 +91,11 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, AttentionSpanFixture,
                                                               "qwen2", "phi3", "llama3-rope", "qwen3", "gemma", "olmo2",
                                                               "gemma2", "gemma3", "phi", "gpt_neox", "mixtral",
                                                               "qwen3_moe", "gpt2", "gpt2-hubstyle"),
-                                            ::testing::Values(exp::Backend::kPortable, exp::Backend::kXnnpack)),
+                                            ::testing::Values(exp::Backend::kPortable, exp::Backend::kXnnpack),
+                                            ::testing::Values(exp::AttentionSpan::kWritten, exp::AttentionSpan::kFull)),
                          [](const auto& info) {
-                           std::string n = std::get<0>(info.param) + "_" + exp::backend_name(std::get<1>(info.param));
+                           std::string n = std::get<0>(info.param) + "_" + exp::backend_name(std::get<1>(info.param)) +
+                                           "_" + exp::attention_span_name(std::get<2>(info.param));
                            for (auto& c : n) if (c == '-') c = '_';
                            return n;
                          });
@@ -213,7 +220,8 @@ TEST(AttentionSpan, DeadCodeEliminationKeepsTheNodeThatDefinesTheEnd) {
 
 TEST(AttentionSpan, ConfigRoundTripsAndRejectsUnknownSpans) {
   exp::ExportConfig c;
-  EXPECT_EQ(c.attention_span, exp::AttentionSpan::kFull);
+  EXPECT_FALSE(c.attention_span.has_value());  // the exporter decides (DefaultSpanDependsOnTheProgram)
+  EXPECT_FALSE(exp::config_to_json(c).contains("attention_span"));
   c.attention_span = exp::AttentionSpan::kWritten;
   auto j = exp::config_to_json(c);
   EXPECT_EQ(j["attention_span"], "written");
@@ -224,6 +232,52 @@ TEST(AttentionSpan, ConfigRoundTripsAndRejectsUnknownSpans) {
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("unknown attention span 'half'; expected full or written"), std::string::npos)
       << bad.status().message();
+}
+
+// Unset, the span is written where the attention reads a static KV cache on
+// the portable and xnnpack backends, and full for CUDA programs (one
+// delegate), --use-custom-sdpa (in-place reads of the written rows),
+// --no-kv-cache and models without a decoder KV cache; every program records
+// the span it was built with in get_export_config.
+TEST(AttentionSpan, DefaultSpanDependsOnTheProgram) {
+  struct Case {
+    const char* fixture;
+    exp::Backend backend;
+    bool no_kv_cache, custom_sdpa;
+    const char* span;
+  };
+  const Case cases[] = {{"llama-gqa", exp::Backend::kXnnpack, false, false, "written"},
+                        {"llama-gqa", exp::Backend::kPortable, false, false, "written"},
+                        {"llama-gqa", exp::Backend::kCuda, false, false, "full"},
+                        {"llama-gqa", exp::Backend::kXnnpack, true, false, "full"},
+                        {"llama-gqa", exp::Backend::kXnnpack, false, true, "full"},
+                        {"mamba", exp::Backend::kXnnpack, false, false, "full"},
+                        {"whisper", exp::Backend::kXnnpack, false, false, "full"}};
+  ASSERT_TRUE(xnn::register_xnnpack_backend().is_ok());
+  for (const auto& c : cases) {
+    exp::ExportRequest req;
+    req.model_dir = test::repo_path(std::string("tests/data/fixtures/") + c.fixture);
+    req.output_path = test::temp_dir(std::string("span-default-") + c.fixture) + "/model.pte";
+    req.config.backend = c.backend;
+    req.config.use_kv_cache = !c.no_kv_cache;
+    req.config.use_custom_sdpa = c.custom_sdpa;
+    auto s = exp::export_model(req);
+    ASSERT_TRUE(s.is_ok()) << c.fixture << ": " << s.status().message();
+    auto file = pte::PteFile::open(req.output_path);
+    ASSERT_TRUE(file.is_ok()) << file.status().message();
+    const auto j = pte::inspect_json(**file);
+    std::string config;
+    for (const auto& m : j["methods"]) {
+      if (m["name"] == "get_export_config") config = m["constant"]["value"].get<std::string>();
+    }
+    ASSERT_FALSE(config.empty()) << j.dump();
+    EXPECT_EQ(nlohmann::json::parse(config)["attention_span"], c.span) << c.fixture << " " << exp::backend_name(c.backend);
+    if (c.custom_sdpa) continue;  // its start position is counted by the same nonzero
+    const auto calls = op_calls(req.output_path);
+    const auto nz = calls.find("aten::nonzero.out");
+    EXPECT_EQ(nz != calls.end() && nz->second > 0, std::string(c.span) == "written")
+        << c.fixture << " " << exp::backend_name(c.backend);
+  }
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ struct ExportArgs {
   std::string model_dir, output, config_file, report_file;
   /// Which options were given on the command line (they override --config).
   std::function<bool(const char*)> given = [](const char*) { return true; };
-  std::string backend = "xnnpack", dtype = "fp32", dump_graph, attention_span = "full", linear_weights = "fp32";
+  std::string backend = "xnnpack", dtype = "fp32", dump_graph, attention_span, linear_weights = "fp32";
   int64_t max_seq_len = 0;
   int threads = 0;  // validation's kernel threads; never part of the program
   bool no_kv_cache = false, quiet = false, verbose = false, use_custom_sdpa = false;
@@ -327,7 +327,8 @@ int main(int argc, char** argv) {
                  "encoders, ViT/ResNet, Whisper; portable kernels)");
   ex->add_option("--max-seq-len", ea.max_seq_len, "maximum sequence length (KV cache size)");
   ex->add_option("--attention-span", ea.attention_span,
-                 "full (default): attend over the whole KV cache, masked | written: only positions [0, last written + 1)");
+                 "written (default for decoders with a KV cache, except --backend cuda and --use-custom-sdpa): attend "
+                 "only over positions [0, last written + 1) | full: over the whole static KV cache, masked");
   ex->add_option("--linear-weights", ea.linear_weights,
                  "fp32 (default) | fp16: store the linear layers' weights (XNNPACK FullyConnected filters) as fp16, "
                  "half the bytes read per token; activations stay fp32 (xnnpack backend)");

@@ -72,7 +72,7 @@ nlohmann::ordered_json config_to_json(const ExportConfig& c) {
   j["alloc_graph_input"] = c.alloc_graph_input;
   j["alloc_graph_output"] = c.alloc_graph_output;
   j["alloc_mutable_buffers"] = c.alloc_mutable_buffers;
-  j["attention_span"] = attention_span_name(c.attention_span);
+  if (c.attention_span) j["attention_span"] = attention_span_name(*c.attention_span);
   j["use_kv_cache"] = c.use_kv_cache;
   if (c.use_custom_sdpa) j["use_custom_sdpa"] = true;  // programs without it keep the keys they always had
   j["linear_weights"] = dtype_name(c.linear_weights);

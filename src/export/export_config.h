@@ -57,7 +57,10 @@ struct ExportConfig {
   bool alloc_graph_input = true;
   bool alloc_graph_output = true;
   bool alloc_mutable_buffers = true;
-  AttentionSpan attention_span = AttentionSpan::kFull;
+  /// Unset: written for decoders that attend over a KV cache on the portable
+  /// and xnnpack backends, full elsewhere (docs/decisions.md, "Attention over
+  /// the written cache"); the export records the span it used.
+  std::optional<AttentionSpan> attention_span;
   /// Decoders: false = no KV cache (--no-kv-cache): forward(input_ids[1, S]) ->
   /// logits[1, S, V] over positions 0..S-1, every call independent.
   bool use_kv_cache = true;

@@ -88,7 +88,14 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   models::BuildOptions bo;
   bo.max_seq_len = config.max_seq_len;
   bo.dtype = config.dtype;
-  bo.attend_written_only = config.attention_span == AttentionSpan::kWritten;
+  // The span asked for; by default a CUDA program keeps the full static span
+  // (the written one's nonzero count would leave the delegate), the builders
+  // choose for the other backends (BuildOptions::attend_written_only).
+  if (config.attention_span) {
+    bo.attend_written_only = *config.attention_span == AttentionSpan::kWritten;
+  } else if (config.backend == Backend::kCuda) {
+    bo.attend_written_only = false;
+  }
   bo.kv_cache = config.use_kv_cache;
   bo.custom_sdpa = config.use_custom_sdpa;
   bo.exporter_version = fmt::format("hf2pte {}", HF2PTE_VERSION);
@@ -114,7 +121,8 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
     HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(m32.program, config));
     fp32_model = std::move(m32.program);
   }
-  // Every program says how it was made.
+  // Every program says how it was made, the span it was built with included.
+  config.attention_span = built.attends_written_only ? AttentionSpan::kWritten : AttentionSpan::kFull;
   built.program.constant_methods["get_export_config"] = config_to_json(config).dump();
 
   progress({"pipeline", 0, 0});

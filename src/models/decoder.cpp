@@ -555,8 +555,11 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   const int64_t max_seq_len = opt.max_seq_len.value_or(std::min<int64_t>(c.max_position_embeddings, 2048));
   HF2PTE_CHECK_OR_RETURN(max_seq_len >= 1, kInvalidArgument, "--max-seq-len must be at least 1; got {}", max_seq_len);
   HF2PTE_RETURN_IF_ERROR(check_supported(arch, c, max_seq_len));
-  HF2PTE_CHECK_OR_RETURN(opt.kv_cache || !opt.attend_written_only, kInvalidArgument,
+  HF2PTE_CHECK_OR_RETURN(opt.kv_cache || !opt.attend_written_only.value_or(false), kInvalidArgument,
                          "--attention-span written needs the KV cache; without it every call attends over its own tokens");
+  // The default span: written wherever the attention reads a static KV cache
+  // (custom_sdpa reads only the written rows itself).
+  out.attends_written_only = opt.attend_written_only.value_or(opt.kv_cache && !opt.custom_sdpa);
   out.max_seq_len = max_seq_len;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) out.routed_experts |= is_moe_layer(arch, c, i);
 
@@ -606,13 +609,13 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   bool any_sliding = false;
   for (AttentionKind k : c.layer_types) any_sliding = any_sliding || k == AttentionKind::kSliding;
   HF2PTE_ASSIGN_OR_RETURN(Masks masks, build_masks(b, sh, any_sliding ? c.sliding_window : std::nullopt));
-  if (opt.attend_written_only) {
+  if (out.attends_written_only) {
     HF2PTE_ASSIGN_OR_RETURN(SymInt end, written_end(b, sh, masks.key_pos));
     sh.end = end;
     HF2PTE_RETURN_IF_ERROR(narrow_masks(b, end, &masks));
   }
   if (opt.custom_sdpa) {
-    HF2PTE_CHECK_OR_RETURN(sh.kv_cache && !opt.attend_written_only, kInvalidArgument,
+    HF2PTE_CHECK_OR_RETURN(sh.kv_cache && !out.attends_written_only, kInvalidArgument,
                            "--use-custom-sdpa needs the KV cache and the default --attention-span full (custom_sdpa "
                            "reads only the written positions itself)");
     HF2PTE_CHECK_OR_RETURN(!any_sliding, kNotSupported,

@@ -232,7 +232,7 @@ Result<BuiltModel> build_mamba(const ArchTraits& arch, Checkpoint& ckpt, const B
   HF2PTE_ASSIGN_OR_RETURN(MambaConfig c, parse_mamba_config(ckpt.config(), ckpt.config_path()));
   HF2PTE_CHECK_OR_RETURN(c.conv_kernel >= 2, kNotSupported, "config.json: conv_kernel {} is not supported; expected >= 2",
                          c.conv_kernel);
-  HF2PTE_CHECK_OR_RETURN(!opt.attend_written_only, kInvalidArgument,
+  HF2PTE_CHECK_OR_RETURN(!opt.attend_written_only.value_or(false), kInvalidArgument,
                          "--attention-span written does not apply to mamba: it has no attention");
   HF2PTE_CHECK_OR_RETURN(!opt.custom_sdpa, kInvalidArgument, "--use-custom-sdpa does not apply to mamba: it has no attention");
   BuiltModel out;

@@ -17,8 +17,10 @@ struct BuildOptions {
   ScalarType dtype = ScalarType::kFloat;
   std::string exporter_version = "hf2pte";
   /// Decoders: attend over the written cache positions [0, max(cache_position] + 1)
-  /// only (a data-dependent width) instead of all max_seq_len (--attention-span written).
-  bool attend_written_only = false;
+  /// only (a data-dependent width) instead of all max_seq_len (--attention-span
+  /// written / full). Unset: written wherever the model attends over a KV cache
+  /// (decoders without --use-custom-sdpa), full elsewhere; BuiltModel says which.
+  std::optional<bool> attend_written_only;
   /// Decoders: a static KV cache in mutable buffers and a cache_position input
   /// (the LLM contract). false: forward(input_ids[1, S]) only, positions 0..S-1,
   /// attention over this call's S tokens, no mutable state (--no-kv-cache).
@@ -43,6 +45,8 @@ struct BuiltModel {
   /// selective scan): its 16-bit distance to the fp32 model is reported, not
   /// bounded, as for routed experts (docs/decisions.md, "Half-precision programs").
   bool recurrent_state = false;
+  /// The attention span the program was built with (BuildOptions::attend_written_only resolved).
+  bool attends_written_only = false;
 };
 
 /// The LLM contract's metadata constant methods (docs/llm-contract.md) that

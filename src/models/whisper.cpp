@@ -273,7 +273,7 @@ Result<BuiltModel> build_whisper(Checkpoint& ckpt, const BuildOptions& opt) {
   HF2PTE_CHECK_OR_RETURN(c.activation == "gelu", kNotSupported,
                          "{}: activation_function '{}' is not supported for whisper; expected gelu ({})", json_label(where),
                          c.activation, where);
-  HF2PTE_CHECK_OR_RETURN(opt.kv_cache && !opt.attend_written_only, kNotSupported,
+  HF2PTE_CHECK_OR_RETURN(opt.kv_cache && !opt.attend_written_only.value_or(false), kNotSupported,
                          "whisper programs have a static KV cache; --no-kv-cache and --attention-span written do not apply");
   const int64_t max_len = opt.max_seq_len.value_or(c.max_target_positions);
   HF2PTE_CHECK_OR_RETURN(max_len >= 1 && max_len <= c.max_target_positions, kInvalidArgument,
