@@ -44,6 +44,8 @@ struct SimdKernels {
   /// Sum of x[0..n) in any order: a read-only stream at the widest loads
   /// (the bench's memory-bandwidth probe).
   float (*sum_row)(const float* x, int64_t n);
+  /// y[i] = half(x[i]) for i < n, rounded to nearest even (IEEE half; NaN stays NaN).
+  void (*float_to_half_row)(const float* x, uint16_t* y, int64_t n);
 };
 
 /// Head dims the narrow attention loops take.

@@ -15,6 +15,7 @@
 #include "core/half.h"
 #include "backends/xnnpack/runtime/xnn_graph.h"
 #include "kernels/optimized/gemm.h"
+#include "kernels/optimized/simd_kernels.h"
 #include "kernels/optimized/thread_pool.h"
 
 namespace hf2pte::xnn {
@@ -291,6 +292,18 @@ Status Runner::exec(const XNode& n, const UnaryParams& p) {
   const bool same_encoding = x->dtype == y->dtype && x->scale == y->scale && x->zero_point == y->zero_point;
   if ((p.kind == UnaryKind::kCopy || p.kind == UnaryKind::kConvert) && same_encoding) {
     std::memmove(y->data, x->data, count * xdtype_size(x->dtype));
+    return Status::ok();
+  }
+  // fp16 <-> fp32 (the widening around an fp16 graph's computing nodes): one
+  // vector conversion per row, rounding to nearest even as the scalar store does.
+  if (p.kind == UnaryKind::kConvert && x->dtype == XDtype::kFp16 && y->dtype == XDtype::kFp32) {
+    kernels::simd().half_to_float_row(static_cast<const uint16_t*>(x->data), static_cast<float*>(y->data),
+                                      int64_t(count));
+    return Status::ok();
+  }
+  if (p.kind == UnaryKind::kConvert && x->dtype == XDtype::kFp32 && y->dtype == XDtype::kFp16) {
+    kernels::simd().float_to_half_row(static_cast<const float*>(x->data), static_cast<uint16_t*>(y->data),
+                                      int64_t(count));
     return Status::ok();
   }
   // Only Clamp honours output_min_max among unary nodes (§7).

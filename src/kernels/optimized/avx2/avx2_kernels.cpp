@@ -132,6 +132,14 @@ void half_to_float_row(const uint16_t* w, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = half_to_float(w[i]);
 }
 
+void float_to_half_row(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) y[i] = float_to_half(x[i]);
+}
+
 // exp(x) for x <= 0: 2^n * p(r), the avx512 table's Cephes polynomial; below
 // -87.3 the result is 0. 2^n is built from the exponent bits (n >= -126).
 __m256 exp_nonpos(__m256 x) {
@@ -398,7 +406,7 @@ float sum_row(const float* x, int64_t n) {
 
 const SimdKernels kKernels{"avx2",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
                            axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, gemv_h16<true>, gemv_h16<false>, bf16_to_float_row,
-                           sum_row};
+                           sum_row, float_to_half_row};
 }  // namespace avx2
 
 }  // namespace hf2pte::kernels

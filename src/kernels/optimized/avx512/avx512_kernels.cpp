@@ -120,6 +120,14 @@ void half_to_float_row(const uint16_t* w, float* y, int64_t n) {
   }
 }
 
+void float_to_half_row(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_mask_storeu_epi16(y + i, m, h);
+  }
+}
+
 // exp(x) for x <= 0 (softmax after subtracting the max): 2^n * p(r), Cephes
 // expf polynomial on r in [-ln2/2, ln2/2]; below -87.3 the result is 0, as
 // std::exp underflows (to a denormal) there.
@@ -408,7 +416,7 @@ float sum_row(const float* x, int64_t n) {
 
 const SimdKernels kKernels{"avx512",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
                            axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, gemv_h16<true>, gemv_h16<false>, bf16_to_float_row,
-                           sum_row};
+                           sum_row, float_to_half_row};
 }  // namespace avx512
 
 }  // namespace hf2pte::kernels

@@ -188,6 +188,32 @@ TEST(SimdKernels, SixteenBitGemvMatchesReference) {
   }
 }
 
+// Narrowing to half rounds to nearest even exactly as the scalar float_to_half
+// does, on every table: ties, the subnormal range, overflow to infinity, signed
+// zeros, NaN; tails of every length.
+TEST(SimdKernels, FloatToHalfRowMatchesScalar) {
+  std::vector<float> x = random(1037, 21);
+  const float specials[] = {0.0f, -0.0f, 65504.0f, 65520.0f, 65519.0f, -70000.0f, 1e-8f, -3e-5f, 6.1e-5f,
+                            1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 2049.0f, 2051.0f, INFINITY, -INFINITY, NAN};
+  for (size_t i = 0; i < std::size(specials); ++i) x[i * 7] = specials[i];
+  for (size_t i = 0; i < x.size(); i += 11) x[i] *= 1e4f;
+  for (const auto* k : tables()) {
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(8), int64_t(15), int64_t(17), int64_t(x.size())}) {
+      std::vector<uint16_t> y(size_t(n) + 1, 0xABCD);
+      k->float_to_half_row(x.data(), y.data(), n);
+      EXPECT_EQ(y.back(), 0xABCD) << k->isa << " wrote past n=" << n;
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t want = float_to_half(x[size_t(i)]);
+        if (std::isnan(x[size_t(i)])) {
+          ASSERT_TRUE(std::isnan(half_to_float(y[size_t(i)]))) << k->isa << " i=" << i;
+        } else {
+          ASSERT_EQ(y[size_t(i)], want) << k->isa << " i=" << i << " x=" << x[size_t(i)];
+        }
+      }
+    }
+  }
+}
+
 TEST(SimdKernels, HalfRowsMatchReference) {
   for (const auto* k : tables()) {
     for (auto [K, N] : std::vector<std::array<int64_t, 2>>{{1, 3}, {64, 37}, {100, 5}, {768, 9}}) {
