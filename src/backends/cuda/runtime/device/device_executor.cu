@@ -47,9 +47,9 @@ Status cuda_status(cudaError_t e, std::string_view what) {
   return make_error(ErrorCode::kInternal, "CUDA error in {}: {}", what, cuda_text(e));
 }
 
-Status cublas_status(cublasStatus_t s, std::string_view what) {
+Status cublas_status(const CublasApi& api, cublasStatus_t s, std::string_view what) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::ok();
-  return make_error(ErrorCode::kInternal, "cuBLAS error in {}: {}", what, cublasGetStatusString(s));
+  return make_error(ErrorCode::kInternal, "cuBLAS error in {}: {}", what, api.status_string(s));
 }
 
 std::string shape_str(std::span<const int64_t> s) {
@@ -156,7 +156,7 @@ class CudaDeviceExecutor final : public DeviceExecutor {
 CudaDeviceExecutor::~CudaDeviceExecutor() {
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
   for (Graph& g : graphs_) (void)cudaGraphExecDestroy(g.exec);
-  if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
+  if (cublas_ != nullptr) (void)ctx_.blas->destroy(cublas_);
   if (host_flag_ != nullptr) (void)cudaFreeHost(host_flag_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
 }
@@ -277,11 +277,13 @@ Status CudaDeviceExecutor::init(const ConstantLookup& constants) {
   HF2PTE_RETURN_IF_ERROR(cuda_status(cudaMemset(w + ws + scratch, 0, counters + kAlign), "cudaMemset"));
   HF2PTE_RETURN_IF_ERROR(cuda_status(cudaMallocHost(&host_flag_, sizeof(int)), "cudaMallocHost"));
   if (mm) {
-    HF2PTE_RETURN_IF_ERROR(cublas_status(cublasCreate(&cublas_), "cublasCreate"));
+    HF2PTE_ASSIGN_OR_RETURN(ctx_.blas, cublas_api());
+    const CublasApi& api = *ctx_.blas;
+    HF2PTE_RETURN_IF_ERROR(cublas_status(api, api.create(&cublas_), "cublasCreate"));
     // cublasSetStream resets the workspace, so the workspace comes second. A
     // workspace of our own also keeps cuBLAS from allocating during capture.
-    HF2PTE_RETURN_IF_ERROR(cublas_status(cublasSetStream(cublas_, stream_), "cublasSetStream"));
-    HF2PTE_RETURN_IF_ERROR(cublas_status(cublasSetWorkspace(cublas_, w, ws), "cublasSetWorkspace"));
+    HF2PTE_RETURN_IF_ERROR(cublas_status(api, api.set_stream(cublas_, stream_), "cublasSetStream"));
+    HF2PTE_RETURN_IF_ERROR(cublas_status(api, api.set_workspace(cublas_, w, ws), "cublasSetWorkspace"));
   }
   ctx_.stream = stream_;
   ctx_.cublas = cublas_;

@@ -1562,7 +1562,7 @@ Status launch_gemv(const DeviceContext& ctx, ScalarType dt, GemvParams& p, int64
 /// so the operands are passed swapped and nothing is transposed.
 Status launch_gemm(const DeviceContext& ctx, OpId op, ScalarType dt, const void* a, const void* b, void* c,
                    int64_t batch, int64_t M, int64_t K, int64_t N, float alpha, float beta) {
-  if (ctx.cublas == nullptr) return op_fail(ErrorCode::kInternal, op, "no cuBLAS handle");
+  if (ctx.cublas == nullptr || ctx.blas == nullptr) return op_fail(ErrorCode::kInternal, op, "no cuBLAS handle");
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   if (M > kIntMax || N > kIntMax || K > kIntMax || batch > kIntMax) {
     return op_fail(ErrorCode::kNotSupported, op, "matrix sizes above 2^31 are not supported (M={}, K={}, N={})", M, K,
@@ -1571,12 +1571,12 @@ Status launch_gemm(const DeviceContext& ctx, OpId op, ScalarType dt, const void*
   const cudaDataType t = dt == ScalarType::kFloat      ? CUDA_R_32F
                          : dt == ScalarType::kBFloat16 ? CUDA_R_16BF
                                                        : CUDA_R_16F;
-  const cublasStatus_t st = cublasGemmStridedBatchedEx(
+  const cublasStatus_t st = ctx.blas->gemm_strided_batched_ex(
       ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, int(N), int(M), int(K), &alpha, b, t, int(std::max<int64_t>(N, 1)),
       K * N, a, t, int(std::max<int64_t>(K, 1)), M * K, &beta, c, t, int(std::max<int64_t>(N, 1)), M * N, int(batch),
       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) {
-    return op_fail(ErrorCode::kInternal, op, "cublasGemmStridedBatchedEx failed: {}", cublasGetStatusString(st));
+    return op_fail(ErrorCode::kInternal, op, "cublasGemmStridedBatchedEx failed: {}", ctx.blas->status_string(st));
   }
   return Status::ok();
 }

@@ -18,6 +18,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "backends/cuda/runtime/device/cublas_api.h"
+
 #include "backends/cuda/runtime/cuda_program.h"
 #include "core/status.h"
 #include "ops/op_table.h"
@@ -59,6 +61,7 @@ struct DevArg {
 struct DeviceContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;  ///< null when the program has no matrix product
+  const CublasApi* blas = nullptr;  ///< the opened library cublas belongs to (cublas_api.h)
   float* scratch = nullptr;         ///< split-K partial sums of the GEMV kernel
   size_t scratch_floats = 0;
   unsigned* counters = nullptr;     ///< zero before and after every kernel that uses them
