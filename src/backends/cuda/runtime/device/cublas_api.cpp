@@ -23,10 +23,18 @@ Status resolve(void* lib, const char* name, const std::string& path, Fn* fn) {
 }
 
 Result<CublasApi> open_cublas() {
-  const std::string path = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+  std::string path = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
   // RTLD_LOCAL: cuBLAS's symbols stay out of the global namespace. The handle
-  // is never closed: cuBLAS registers exit handlers of its own.
+  // is never closed: cuBLAS registers exit handlers of its own. By name first
+  // (LD_LIBRARY_PATH, the loader's cache), then in the build's toolkit.
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef HF2PTE_CUDA_LIBRARY_DIR
+  if (lib == nullptr) {
+    const std::string in_toolkit = std::string(HF2PTE_CUDA_LIBRARY_DIR) + "/" + path;
+    lib = dlopen(in_toolkit.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib != nullptr) path = in_toolkit;
+  }
+#endif
   if (lib == nullptr) {
     const char* why = dlerror();
     return make_error(ErrorCode::kNotSupported, "cannot open cuBLAS ({}): {}", path, why != nullptr ? why : "unknown");
