@@ -86,19 +86,31 @@ TEST_P(AttentionSpanFixture, OptimizedKernelsDecodeReproducesGreedy) {
   RecordProperty("max_abs_step_logit_diff", test::diff_text(decode));
 }
 
+auto span_case_name = [](const auto& info) {
+  std::string n = std::get<0>(info.param) + "_" + exp::backend_name(std::get<1>(info.param)) + "_" +
+                  exp::attention_span_name(std::get<2>(info.param));
+  for (auto& c : n) if (c == '-') c = '_';
+  return n;
+};
+
+// The default span on every decoder family.
 INSTANTIATE_TEST_SUITE_P(Fixtures, AttentionSpanFixture,
                          ::testing::Combine(::testing::Values("llama-mha", "llama-gqa", "llama-gqa-tied-bf16", "mistral",
                                                               "qwen2", "phi3", "llama3-rope", "qwen3", "gemma", "olmo2",
                                                               "gemma2", "gemma3", "phi", "gpt_neox", "mixtral",
                                                               "qwen3_moe", "gpt2", "gpt2-hubstyle"),
                                             ::testing::Values(exp::Backend::kPortable, exp::Backend::kXnnpack),
-                                            ::testing::Values(exp::AttentionSpan::kWritten, exp::AttentionSpan::kFull)),
-                         [](const auto& info) {
-                           std::string n = std::get<0>(info.param) + "_" + exp::backend_name(std::get<1>(info.param)) +
-                                           "_" + exp::attention_span_name(std::get<2>(info.param));
-                           for (auto& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+                                            ::testing::Values(exp::AttentionSpan::kWritten)),
+                         span_case_name);
+// The full span behind the flag: one family per attention shape (MHA, GQA
+// with tied embeddings, sliding windows, partial rotary, experts, learned
+// positions); its masking over the static cache is the same code for all.
+INSTANTIATE_TEST_SUITE_P(FullSpan, AttentionSpanFixture,
+                         ::testing::Combine(::testing::Values("llama-mha", "llama-gqa-tied-bf16", "gemma2", "phi",
+                                                              "mixtral", "gpt2"),
+                                            ::testing::Values(exp::Backend::kPortable, exp::Backend::kXnnpack),
+                                            ::testing::Values(exp::AttentionSpan::kFull)),
+                         span_case_name);
 
 /// Instructions per operator name in the written program's forward.
 std::map<std::string, uint64_t> op_calls(const std::string& pte) {

@@ -27,6 +27,7 @@
 #include "models/vision.h"
 #include "pte/inspect.h"
 #include "pte/pte_file.h"
+#include "runtime/method.h"
 #include "runtime/program.h"
 
 namespace hf2pte {
@@ -228,9 +229,15 @@ int run_export(const ExportArgs& a) {
 struct RunArgs {
   std::string pte, method = "forward", output_dir;
   std::vector<std::string> inputs;
+  int64_t max_instructions = rt::kMaxInstructions;
 };
 
 int run_run(const RunArgs& a) {
+  if (a.max_instructions < 1) {
+    return fail(make_error(ErrorCode::kInvalidArgument, "--max-instructions must be at least 1; got {} (command line)",
+                           a.max_instructions));
+  }
+  rt::set_max_instructions(a.max_instructions);
   auto program = rt::Program::load(a.pte);
   if (!program) return fail(program.status());
   auto method = (*program)->load_method(a.method, optimized_registry());
@@ -324,7 +331,8 @@ int main(int argc, char** argv) {
   ex->add_option("--dtype", ea.dtype,
                  "fp32 (default; bf16 for --backend cuda) | bf16 | fp16: the program's float type (weights, activations, "
                  "KV cache); norms, softmax and MoE routing compute in f32, inputs and outputs stay f32 (decoders, "
-                 "encoders, ViT/ResNet, Whisper; portable kernels)");
+                 "encoders, ViT/ResNet, Whisper); with xnnpack, fp16 programs are XNNPACK fp16 graphs and bf16 ones "
+                 "delegate only their f32 parts");
   ex->add_option("--max-seq-len", ea.max_seq_len, "maximum sequence length (KV cache size)");
   ex->add_option("--attention-span", ea.attention_span,
                  "written (default for decoders with a KV cache, except --backend cuda and --use-custom-sdpa): attend "
@@ -388,6 +396,9 @@ int main(int argc, char** argv) {
   run->add_option("--method", ra.method, "method name (default forward)");
   run->add_option("--input", ra.inputs, "input .npy file, once per input in order");
   run->add_option("--output-dir", ra.output_dir, "where output_<i>.npy are written")->required();
+  run->add_option("--max-instructions", ra.max_instructions,
+                  "stop the method with an error after this many instructions (default 10000000): a program "
+                  "whose jumps never end cannot hang the caller");
 
   std::string inspect_path;
   bool inspect_json = false;

@@ -18,7 +18,11 @@ namespace hf2pte::rt {
 
 namespace {
 std::atomic<uint64_t> g_max_planned_bytes{kDefaultMaxPlannedBytes};
+std::atomic<int64_t> g_max_instructions{kMaxInstructions};
 }  // namespace
+
+void set_max_instructions(int64_t n) { g_max_instructions = n > 0 ? n : kMaxInstructions; }
+int64_t max_instructions() { return g_max_instructions; }
 
 void set_max_planned_bytes(uint64_t bytes) { g_max_planned_bytes = bytes ? bytes : kDefaultMaxPlannedBytes; }
 uint64_t max_planned_bytes() { return g_max_planned_bytes; }
@@ -804,7 +808,8 @@ Status PlanMethod::execute() {
     values_[out.value_idx].tensor->set_data(out.storage.data(), out.storage.size());
     out.bound = true;
   }
-  int64_t budget = kMaxInstructions;
+  const int64_t limit = max_instructions();
+  int64_t budget = limit;
   for (size_t c = 0; c < chains_.size(); ++c) {
     const auto& chain = chains_[c];
     size_t pc = 0;
@@ -812,7 +817,7 @@ Status PlanMethod::execute() {
       if (--budget < 0) {
         return error_in(make_error(ErrorCode::kInvalidProgram,
                                    "instruction budget of {} exceeded; the program does not terminate",
-                                   kMaxInstructions));
+                                   limit));
       }
       size_t next = pc + 1;
       HF2PTE_RETURN_IF_ERROR(execute_instruction(c, pc, chain[pc], &next));

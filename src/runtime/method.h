@@ -21,6 +21,10 @@ namespace hf2pte::rt {
 /// JumpFalseCall can loop forever; this turns that into an error (ExecuTorch's
 /// kMaxInstructions).
 inline constexpr int64_t kMaxInstructions = 10'000'000;
+/// Sets the process-wide instruction budget of every later execute() (0
+/// restores kMaxInstructions; `hf2pte run --max-instructions`). Thread-safe.
+void set_max_instructions(int64_t n);
+int64_t max_instructions();
 
 /// Default cap on the planned memory of one method: the sum of its
 /// non_const_buffer_sizes. Arenas are sized by the file, so without a cap a
