@@ -15,6 +15,7 @@
 
 #include "backends/xnnpack/export/serialize.h"
 #include "core/half.h"
+#include "kernels/optimized/simd_kernels.h"
 #include "graph/delegate_call.h"
 #include "quant/quant.h"
 #include "backends/xnnpack/export/sha256.h"
@@ -595,30 +596,21 @@ graph::ConstantData recoded(const graph::ConstantData& c, ScalarType dtype, std:
 
 /// `c` in element type `t` (fp32 or fp16; rounded to nearest even on the way
 /// down): converted while streaming from the checkpoint where it streams from
-/// one, else recoded element by element.
+/// one, else recoded by the kernel tables' conversion rows (exact, the same
+/// bytes on every ISA).
 graph::ConstantData as_dtype(const graph::ConstantData& c, ScalarType t) {
   if (c.dtype == t) return c;
   if (c.converted) return c.converted(t);
-  const size_t in = c.dtype == ScalarType::kHalf ? 2 : 4, out = t == ScalarType::kHalf ? 2 : 4;
-  const ScalarType from = c.dtype;
-  return recoded(c, t, c.sizes, t == ScalarType::kHalf ? "|f16" : "|f32", in,
-                 [from, in, out](const uint8_t* src, size_t count, std::vector<uint8_t>& dst) {
-                   dst.resize(count * out);
-                   for (size_t i = 0; i < count; ++i) {
-                     float f;
-                     if (from == ScalarType::kHalf) {
-                       uint16_t h;
-                       std::memcpy(&h, src + in * i, 2);
-                       f = half_to_float(h);
-                     } else {
-                       std::memcpy(&f, src + in * i, 4);
-                     }
-                     if (out == 2) {
-                       const uint16_t h = float_to_half(f);
-                       std::memcpy(dst.data() + 2 * i, &h, 2);
-                     } else {
-                       std::memcpy(dst.data() + 4 * i, &f, 4);
-                     }
+  const bool widen = c.dtype == ScalarType::kHalf;
+  return recoded(c, t, c.sizes, widen ? "|f32" : "|f16", widen ? 2 : 4,
+                 [widen](const uint8_t* src, size_t count, std::vector<uint8_t>& dst) {
+                   dst.resize(count * (widen ? 4 : 2));
+                   if (widen) {
+                     kernels::simd().half_to_float_row(reinterpret_cast<const uint16_t*>(src),
+                                                       reinterpret_cast<float*>(dst.data()), int64_t(count));
+                   } else {
+                     kernels::simd().float_to_half_row(reinterpret_cast<const float*>(src),
+                                                       reinterpret_cast<uint16_t*>(dst.data()), int64_t(count));
                    }
                  });
 }

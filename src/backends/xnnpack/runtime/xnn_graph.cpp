@@ -10,6 +10,7 @@
 #include "backends/xnnpack/runtime/xnn_graph.h"
 #include "backends/xnnpack/runtime/xnn_payload.h"
 #include "kernels/optimized/gemm.h"
+#include "kernels/optimized/simd_kernels.h"
 #include "core/half.h"
 #include "core/scalar_type.h"
 #include "pte/pte_file.h"
@@ -375,8 +376,8 @@ class Compiler {
       const XValue& h = val(v);
       const size_t n = size_t(numel_of(h.dims));
       t.constant.resize((n * 4 + 7) / 8);
-      auto* dst = reinterpret_cast<float*>(t.constant.data());
-      for (size_t i = 0; i < n; ++i) dst[i] = half_to_float(static_cast<const uint16_t*>(h.cptr)[i]);
+      kernels::simd().half_to_float_row(static_cast<const uint16_t*>(h.cptr), reinterpret_cast<float*>(t.constant.data()),
+                                        int64_t(n));
       t.cptr = t.data = t.constant.data();
       t.is_constant = true;
       t.shape = t.dims;
