@@ -59,6 +59,10 @@ for preset in bench-110m bench-1b; do
   step "bench $preset (prefill 512)" 120 "$cli" bench "$work/$preset-cuda.pte" --prompt-len 512 --gen 128
   step "bench $preset (prefill 128)" 60 "$cli" bench "$work/$preset-cuda.pte" --prompt-len 128 --gen 64
 done
+# A quantized cuda program (int8 activations x int4 weights inside the delegate).
+step "export bench-110m --backend cuda --qlinear 8da4w" 120 "$cli" export "$work/bench-110m" \
+  -o "$work/bench-110m-cuda-8da4w.pte" --backend cuda --max-seq-len 1024 --qlinear 8da4w --qembedding 8w --no-validate
+step "bench bench-110m 8da4w (prefill 128)" 60 "$cli" bench "$work/bench-110m-cuda-8da4w.pte" --prompt-len 128 --gen 64
 step "export stories260K --backend cuda" 60 "$cli" export models/stories260K -o "$work/s260-cuda.pte" --backend cuda
 step "generate (stories260K on the device)" 60 "$cli" generate "$work/s260-cuda.pte" --prompt "Once upon a time" \
   --max-new-tokens 48

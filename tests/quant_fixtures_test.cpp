@@ -21,6 +21,7 @@
 #include "kernels/portable/kernels.h"
 #include "llm/generator.h"
 #include "decode_check.h"
+#include "quant_case.h"
 #include "test_util.h"
 
 namespace hf2pte {
@@ -28,37 +29,7 @@ namespace {
 
 constexpr double kLogitsAtol = 1e-4;  // fixtures-quant README: comparison_suggestion
 
-/// "llama-gqa-8da4w-g32-emb8w-hqq" -> preset, flags and which stored form it is.
-struct QuantCase {
-  std::string name, preset;
-  exp::QuantConfig quant;
-  bool bf16_scales = false;
-};
-
-QuantCase parse_case(const std::string& name) {
-  QuantCase c;
-  c.name = name;
-  const std::string dir = test::repo_path("tests/data/fixtures-quant/" + name);
-  std::ifstream f(dir + "/recipe.json");
-  auto j = nlohmann::json::parse(f);
-  c.preset = j["preset"].get<std::string>();
-  const std::string recipe = j["recipe"]["name"].get<std::string>();  // "8da4w-g32-emb8w-hqq"
-  std::vector<std::string> parts;
-  for (size_t b = 0, e; b <= recipe.size(); b = e + 1) {
-    e = recipe.find('-', b);
-    if (e == std::string::npos) e = recipe.size();
-    parts.push_back(recipe.substr(b, e - b));
-  }
-  c.quant.qlinear = parts.front();
-  c.quant.qparams = parts.back();
-  c.quant.qlinear_group_size = 0;
-  for (const auto& p : parts) {
-    if (p == "g32") c.quant.qlinear_group_size = 32;
-    if (p == "emb8w") c.quant.qembedding = "8w";
-    if (p == "bf16scales") c.bf16_scales = true;
-  }
-  return c;
-}
+using test::QuantCase;
 
 std::vector<std::string> all_cases() {
   std::vector<std::string> names;
@@ -135,7 +106,7 @@ void expect_greedy_ids(const std::string& pte, const std::vector<int64_t>& ids, 
 
 void check_case(const std::string& name, exp::Backend backend) {
   ASSERT_TRUE(xnn::register_xnnpack_backend().is_ok());
-  const QuantCase c = parse_case(name);
+  const QuantCase c = test::parse_quant_case(name);
   if (!runs_on(c, backend)) GTEST_SKIP() << "not this backend's stored form (see the file comment)";
   const std::string dir = test::repo_path("tests/data/fixtures-quant/" + name);
   const std::string pte = export_case(c, backend);

@@ -130,6 +130,18 @@ TEST(QuantQuality, Stories260KSixteenBitStillTellsItsStory) {
     const auto own = greedy(half, kPrompt, 40);
     EXPECT_EQ(std::vector<int64_t>(own.begin(), own.end()), std::vector<int64_t>(text.begin(), text.begin() + int64_t(own.size())))
         << name;
+    // The 8-bit recipe in the 16-bit program (docs/quantization.md, "16-bit
+    // programs"): still within 1.05x of fp32 on the same text.
+    exp::QuantConfig q;
+    q.qlinear = "8da8w";
+    q.qembedding = "8w";
+    auto quantized = export_and_load(q, name + "-8da8w", dt);
+    ASSERT_TRUE(quantized);
+    const double nll_q = mean_nll(quantized, text, kPrompt.size());
+    RecordProperty("nll_" + name + "_8da8w", std::to_string(nll_q));
+    std::printf("stories260K greedy text, mean NLL per token: fp32 %.4f, --dtype %s --qlinear 8da8w --qembedding 8w %.4f "
+                "(ratio %.4f)\n", nll_fp32, name.c_str(), nll_q, nll_q / nll_fp32);
+    EXPECT_LE(nll_q, 1.05 * nll_fp32) << name << " 8da8w";
   }
 }
 

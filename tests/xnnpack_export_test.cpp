@@ -14,7 +14,7 @@
 
 #include "backends/xnnpack/export/sha256.h"
 #include "backends/xnnpack/runtime/xnn_payload.h"
-#include "backends/xnnpack/runtime/weight_store.h"
+#include "runtime/weight_store.h"
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "export/exporter.h"
 #include "kernels/portable/kernels.h"
@@ -158,11 +158,11 @@ TEST_P(XnnpackExportFp16Weights, FiltersAreFp16AndLogitsStayNearReference) {
 TEST_P(XnnpackExportFp16Weights, HugePageWeightsMatchReference) {
   const std::string dir = test::repo_path("tests/data/fixtures/" + GetParam());
   const std::string fp32 = export_xnnpack(dir, GetParam()), fp16 = export_xnnpack(dir, GetParam(), ScalarType::kHalf);
-  xnn::set_weight_placement(xnn::WeightPlacement::kHugePages);
+  rt::set_weight_placement(rt::WeightPlacement::kHugePages);
   const double diff = test::expect_full_sequence_logits(dir, fp32, portable_registry(), kLogitsAtol);
   const double worst = test::expect_decode_reproduces_greedy(dir, fp32, portable_registry(), kLogitsAtol);
   const double diff16 = test::expect_full_sequence_logits(dir, fp16, portable_registry(), kFp16WeightsLogitsAtol);
-  xnn::set_weight_placement(xnn::WeightPlacement::kInPlace);
+  rt::set_weight_placement(rt::WeightPlacement::kInPlace);
   RecordProperty("max_abs_logit_diff", diff_text(std::max({diff, worst})));
   RecordProperty("max_abs_logit_diff_fp16", diff_text(diff16));
 }

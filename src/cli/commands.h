@@ -19,7 +19,8 @@ namespace hf2pte::cli {
 
 /// --huge-pages (generate, bench): the help text, and applying it before a program loads.
 inline constexpr const char* kHugePagesHelp =
-    "copy the linear layers' weights into huge pages at load: slower load, faster decode on large models "
+    "copy the weights (XNNPACK's linear filters, other constants of 1 MiB or more) into huge pages at load: "
+    "slower load, faster decode on large models "
     "(default: read them in place from the file)";
 void apply_huge_pages(bool on);
 

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/xnnpack/runtime/weight_store.h"
+#include "runtime/weight_store.h"
 #include "cli/commands.h"
 #include "kernels/optimized/kernels.h"
 #include "kernels/portable/kernels.h"
@@ -77,7 +77,7 @@ Status refuse_encoder(const rt::Program& program, const char* command, const std
 }
 
 void apply_huge_pages(bool on) {
-  if (on) xnn::set_weight_placement(xnn::WeightPlacement::kHugePages);
+  if (on) rt::set_weight_placement(rt::WeightPlacement::kHugePages);
 }
 
 int run_generate(const GenerateArgs& a) {

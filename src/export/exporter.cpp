@@ -220,7 +220,9 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
     std::optional<double> float_tolerance;
     // Expert routing is discrete: a near tie may go the other way at 16 bits, which
     // no tolerance bounds, so MoE programs report their distance to fp32 instead.
-    if (half && !built.routed_experts && !built.recurrent_state) {
+    // A quantized 16-bit program moves away from fp32 by its recipe, which the
+    // report states (max |delta|, top-1 agreement), as for fp32 quantized programs.
+    if (half && !built.routed_experts && !built.recurrent_state && !config.quant.active()) {
       float_tolerance = config.dtype == ScalarType::kHalf ? kFp16ModelTolerance : kBf16ModelTolerance;
     }
     double tolerance = config.linear_weights == ScalarType::kHalf ? kFp16WeightsTolerance : kFp32Tolerance;

@@ -616,9 +616,10 @@ Status GraphInterpreter::run_node(size_t index) {
   } else {
     args.push_back(n.outputs.empty() ? args[0] : make(rt::EValue{}));
   }
-  const rt::KernelFn* fn = kernels_.find(op_info(n.op).kernel_key());
-  HF2PTE_CHECK_OR_RETURN(fn != nullptr, kNotFound, "no kernel for {}", op_info(n.op).kernel_key());
-  rt::KernelContext ctx{op_info(n.op).kernel_key()};
+  const std::string key = op_info(n.op).kernel_key();  // outlives ctx, which views it
+  const rt::KernelFn* fn = kernels_.find(key);
+  HF2PTE_CHECK_OR_RETURN(fn != nullptr, kNotFound, "no kernel for {}", key);
+  rt::KernelContext ctx{key};
   HF2PTE_RETURN_IF_ERROR((*fn)(ctx, args));
   HF2PTE_RETURN_IF_ERROR(bind_unbacked(n));
   if (schema.num_outs() == 0 && !n.outputs.empty()) {

@@ -14,17 +14,8 @@ Status prepare_backend(graph::Program& p, const ExportConfig& c, StageLog& log) 
       return make_error(ErrorCode::kInternal, "--backend cuda reached preparation with dtype {}; expected bf16",
                         dtype_name(c.dtype));
     }
-    if (c.quant.active()) {
-      return make_error(ErrorCode::kNotSupported,
-                        "--qlinear/--qembedding with --backend cuda are not supported yet (cuda programs are bf16)");
-    }
   }
   const bool half = c.dtype == ScalarType::kHalf || c.dtype == ScalarType::kBFloat16;
-  if (half && c.quant.active()) {
-    return make_error(ErrorCode::kNotSupported,
-                      "--qlinear/--qembedding with --dtype {} is not supported yet; quantize an fp32 program",
-                      dtype_name(c.dtype));
-  }
   if (c.linear_weights != ScalarType::kFloat && c.backend != Backend::kXnnpack) {
     return make_error(ErrorCode::kInvalidArgument,
                       "--linear-weights {} needs the xnnpack backend (its FullyConnected takes fp16 filters); the {} "

@@ -12,6 +12,7 @@
 
 #include "export/rewrite.h"
 #include "export/stages.h"
+#include "kernels/optimized/simd_kernels.h"
 #include "kernels/optimized/thread_pool.h"
 #include "quant/quant.h"
 
@@ -81,6 +82,26 @@ Result<std::vector<T>> read_all(const ConstantData& c) {
   return w;
 }
 
+bool is_float_dtype(ScalarType t) { return t == ScalarType::kFloat || t == ScalarType::kHalf || t == ScalarType::kBFloat16; }
+
+/// `c` as float32: the checkpoint's values where it streams from one, else
+/// its 16-bit values widened exactly while they stream.
+ConstantData widened(const ConstantData& c) {
+  if (c.dtype == ScalarType::kFloat) return c;
+  if (c.converted) return c.converted(ScalarType::kFloat);
+  const bool bf16 = c.dtype == ScalarType::kBFloat16;
+  return graph::recoded(c, ScalarType::kFloat, c.sizes, "|f32", 2, [bf16](const uint8_t* in, size_t n, std::vector<uint8_t>& out) {
+    out.resize(n * sizeof(float));
+    const auto* h = reinterpret_cast<const uint16_t*>(in);
+    auto* f = reinterpret_cast<float*>(out.data());
+    if (bf16) {
+      kernels::simd().bf16_to_float_row(h, f, int64_t(n));
+    } else {
+      kernels::simd().half_to_float_row(h, f, int64_t(n));
+    }
+  });
+}
+
 /// A float constant to be quantized: its stream, block shape and recipe.
 struct QuantSource {
   ConstantData source;
@@ -94,12 +115,17 @@ struct QuantSource {
       quant::ParallelFor pf = [](int64_t count, const std::function<void(int64_t, int64_t)>& f) {
         kernels::parallel_for(count, 64, f);
       };
-      // A bf16 checkpoint's layer is held as its bf16 bits: half the memory, same numbers.
-      if (source.source_dtype == ScalarType::kBFloat16 && source.converted) {
-        HF2PTE_ASSIGN_OR_RETURN(auto w, read_all<uint16_t>(source.converted(ScalarType::kBFloat16)));
+      // The checkpoint's values, whatever the program's dtype (a 16-bit
+      // program quantizes what an fp32 one does; docs/quantization.md,
+      // "16-bit programs"). A bf16 layer is held as its bf16 bits: half the
+      // memory, same numbers.
+      const bool from_checkpoint = static_cast<bool>(source.converted);
+      const bool bf16 = from_checkpoint ? source.source_dtype == ScalarType::kBFloat16 : source.dtype == ScalarType::kBFloat16;
+      if (bf16) {
+        HF2PTE_ASSIGN_OR_RETURN(auto w, read_all<uint16_t>(from_checkpoint ? source.converted(ScalarType::kBFloat16) : source));
         return quant::quantize_bf16_weight_in_place(w, shape, bits, algo, pf);
       }
-      HF2PTE_ASSIGN_OR_RETURN(auto w, read_all<float>(source));
+      HF2PTE_ASSIGN_OR_RETURN(auto w, read_all<float>(widened(source)));
       return quant::quantize_weight_in_place(w, shape, bits, algo, pf);
     });
   }
@@ -251,7 +277,7 @@ RuleFn quantize_linear(Quantizer& qz) {
     if (n.op != OpId::Linear || qz.config().qlinear.empty()) return no_match();
     ValueId x = std::get<ValueId>(n.args[0]);
     ValueId w = std::get<ValueId>(n.args[1]);
-    if (!is_constant(g, w) || g.type(w).rank() != 2 || g.type(w).dtype != ScalarType::kFloat) return no_match();
+    if (!is_constant(g, w) || g.type(w).rank() != 2 || !is_float_dtype(g.type(w).dtype)) return no_match();
     if (!g.type(w).sizes[0].is_constant() || !g.type(w).sizes[1].is_constant()) return no_match();
     const std::string module = module_name(g, w);
     if (qz.skipped(module, n.name)) {
@@ -267,6 +293,12 @@ RuleFn quantize_linear(Quantizer& qz) {
     const ValueId ws = g.add_constant(module + ".scales", scales_constant(src, *r));
     HF2PTE_ASSIGN_OR_RETURN(ValueId x2, g.add(OpId::ViewCopyOut, {x, IntList{product_of_leading(xt.sizes), xt.sizes.back()}},
                                               n.name + ".in2d"));
+    // A 16-bit program's linear runs the recipe in fp32 between two casts
+    // (docs/quantization.md, "16-bit programs"): the quantized ops are fp32 ops.
+    const ScalarType dt = xt.dtype;
+    if (dt != ScalarType::kFloat) {
+      HF2PTE_ASSIGN_OR_RETURN(x2, g.add(OpId::ToCopy, {x2, ScalarType::kFloat}, n.name + ".in_f32"));
+    }
     if (r->dynamic_activations) {
       HF2PTE_ASSIGN_OR_RETURN(auto qp, g.add_node(OpId::ChooseQparamsPerTokenAsymmetricOut, {x2, ScalarType::kChar},
                                                   n.name + ".act_qparams"));
@@ -279,7 +311,16 @@ RuleFn quantize_linear(Quantizer& qz) {
     }
     HF2PTE_ASSIGN_OR_RETURN(ValueId y, g.add(OpId::MixedLinearOut, {x2, wq, ws, None{}, None{}}, n.name + ".2d"));
     if (const auto* b = std::get_if<ValueId>(&n.args[2])) {
-      HF2PTE_ASSIGN_OR_RETURN(y, g.add(OpId::AddOut, {y, *b, int64_t(1)}, n.name + ".bias"));
+      ValueId b32 = *b;
+      if (g.type(b32).dtype != ScalarType::kFloat && is_constant(g, b32)) {
+        b32 = g.add_constant(module + ".bias_f32", widened(g.constant(b32)));
+      } else if (g.type(b32).dtype != ScalarType::kFloat) {
+        HF2PTE_ASSIGN_OR_RETURN(b32, g.add(OpId::ToCopy, {b32, ScalarType::kFloat}, n.name + ".bias_f32"));
+      }
+      HF2PTE_ASSIGN_OR_RETURN(y, g.add(OpId::AddOut, {y, b32, int64_t(1)}, n.name + ".bias"));
+    }
+    if (dt != ScalarType::kFloat) {
+      HF2PTE_ASSIGN_OR_RETURN(y, g.add(OpId::ToCopy, {y, dt}, n.name + ".out_cast"));
     }
     IntList out_sizes(xt.sizes.begin(), xt.sizes.end() - 1);
     out_sizes.push_back(SymInt(N));
@@ -296,7 +337,7 @@ RuleFn quantize_embedding(Quantizer& qz) {
     if (n.op != OpId::EmbeddingOut || q.qembedding.empty()) return no_match();
     ValueId w = std::get<ValueId>(n.args[0]);
     ValueId ids = std::get<ValueId>(n.args[1]);
-    if (!is_constant(g, w) || g.type(w).rank() != 2 || g.type(w).dtype != ScalarType::kFloat) return no_match();
+    if (!is_constant(g, w) || g.type(w).rank() != 2 || !is_float_dtype(g.type(w).dtype)) return no_match();
     const int64_t V = g.type(w).sizes[0].constant_value(), D = g.type(w).sizes[1].constant_value();
     LayerRecipe r{q.qembedding == "4w" ? 4 : 8, q.qembedding_group_size, false};
     const std::string module = module_name(g, w);
@@ -313,7 +354,12 @@ RuleFn quantize_embedding(Quantizer& qz) {
     const ValueId ws = g.add_constant(module + ".scales", scales_constant(src, r));
     const auto range = quant::int_range(r.bits);
     HF2PTE_ASSIGN_OR_RETURN(ValueId out, g.add(r.bits == 4 ? OpId::Embedding4bitOut : OpId::EmbeddingByteOut,
-                                               {wq, ws, None{}, int64_t(range.qmin), int64_t(range.qmax), ids}, n.name));
+                                               {wq, ws, None{}, int64_t(range.qmin), int64_t(range.qmax), ids},
+                                               n.name + (g.type(w).dtype == ScalarType::kFloat ? "" : ".f32")));
+    // A 16-bit program's embedding rows come out in its dtype.
+    if (g.type(w).dtype != ScalarType::kFloat) {
+      HF2PTE_ASSIGN_OR_RETURN(out, g.add(OpId::ToCopy, {out, g.type(w).dtype}, n.name));
+    }
     ++qz.embeddings;
     return replaced_by(out);
   };

@@ -86,6 +86,29 @@ ConstantData ConstantData::from_values(ScalarType dtype, std::vector<int64_t> si
   return from_bytes(dtype, std::move(sizes), std::move(bytes), std::move(origin));
 }
 
+ConstantData recoded(const ConstantData& c, ScalarType dtype, std::vector<int64_t> sizes, const char* key_suffix,
+                     size_t unit, std::function<void(const uint8_t* in, size_t units, std::vector<uint8_t>& out)> encode) {
+  ConstantData p = c;
+  p.dtype = dtype;
+  p.sizes = std::move(sizes);
+  p.dedup_key = c.dedup_key.empty() ? "" : c.dedup_key + key_suffix;
+  p.transposed = nullptr;
+  p.converted = nullptr;
+  p.write = [c, unit, encode](const ConstantData::Sink& sink) -> Status {
+    std::vector<uint8_t> pending, out;
+    return c.write([&](const void* data, size_t size) -> Status {
+      const auto* b = static_cast<const uint8_t*>(data);
+      pending.insert(pending.end(), b, b + size);
+      const size_t units = pending.size() / unit;
+      out.clear();
+      encode(pending.data(), units, out);
+      pending.erase(pending.begin(), pending.begin() + std::ptrdiff_t(units * unit));
+      return out.empty() ? Status::ok() : sink(out.data(), out.size());
+    });
+  };
+  return p;
+}
+
 ConstantData ConstantData::scalar(ScalarType dtype, double value) {
   return from_values(dtype, {}, {value}, fmt::format("scalar {}", value));
 }

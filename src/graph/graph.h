@@ -82,6 +82,12 @@ struct ConstantData {
   static ConstantData scalar(ScalarType dtype, double value);
 };
 
+/// `c` re-encoded while it streams, as `dtype` [sizes]: every whole `unit`
+/// bytes of input go through `encode` (the bytes of a chunk boundary wait for
+/// the next chunk). The dedup key gains `key_suffix`.
+ConstantData recoded(const ConstantData& c, ScalarType dtype, std::vector<int64_t> sizes, const char* key_suffix,
+                     size_t unit, std::function<void(const uint8_t* in, size_t units, std::vector<uint8_t>& out)> encode);
+
 enum class ValueRole {
   kActivation,  ///< produced by a node
   kInput,       ///< method input (user-provided)

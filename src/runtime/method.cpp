@@ -455,6 +455,14 @@ Status PlanMethod::parse_tensor(size_t idx, const void* fb_tensor) {
     // The mapping is read-only; kernels must never write constants (load
     // rejects instructions whose result slot is one).
     data = const_cast<uint8_t*>(bytes.data());
+    if (weight_placement() == WeightPlacement::kHugePages && nbytes >= kHugePageMinBytes) {
+      // weight_store.h: one copy in huge pages, the file's pages given back.
+      HF2PTE_ASSIGN_OR_RETURN(WeightBlock block, allocate_weights(nbytes));
+      std::memcpy(block.data, bytes.data(), nbytes);
+      file_->release_pages(bytes.first(nbytes));
+      data = static_cast<uint8_t*>(block.data);
+      huge_constants_.push_back(std::move(block));
+    }
     capacity = nbytes;
     is_constant_[idx] = 1;
   }

@@ -10,6 +10,7 @@
 #include "runtime/aligned_buffer.h"
 #include "runtime/backend.h"
 #include "runtime/program.h"
+#include "runtime/weight_store.h"
 
 namespace executorch_flatbuffer {
 struct ExecutionPlan;
@@ -139,6 +140,8 @@ class PlanMethod final : public Method {
   std::vector<std::unique_ptr<Tensor>> tensors_;  ///< every Tensor value (stable addresses)
   std::vector<EValue> values_;                   ///< sized once at load: pointers into it are stable
   std::vector<uint8_t> is_constant_;             ///< per value: 1 for a tensor backed by the file
+  /// Copies of large constants in huge pages (WeightPlacement::kHugePages).
+  std::vector<WeightBlock> huge_constants_;
   std::vector<Delegate> delegates_;
   /// Resolved kernels, one per operator used. Copied out of the registry so
   /// the registry given to load() need not outlive the Method.

@@ -12,12 +12,14 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "kernels/optimized/bf16_gemm.h"
 #include "kernels/optimized/gemm.h"
 #include "kernels/optimized/kernels.h"
 #include "kernels/optimized/optimized_ops.h"
@@ -68,6 +70,21 @@ void sgemm_1t(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const 
 }
 
 }  // namespace
+
+namespace {
+std::atomic<bool> g_bf16_gemm_on{true};
+}  // namespace
+
+GemmBf16Fn gemm_bf16_kernel() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512bf16");
+  }();
+  return has && g_bf16_gemm_on.load(std::memory_order_relaxed) ? &avx512bf16::gemm_1t : nullptr;
+}
+
+void gemm_bf16_enable(bool on) { g_bf16_gemm_on.store(on, std::memory_order_relaxed); }
 
 const char* gemm_engine() {
 #ifdef HF2PTE_HAVE_DNNL
@@ -361,8 +378,18 @@ bool half_mm(const rt::EValue* bias_v, const rt::EValue* a_v, const rt::EValue* 
   *st = resize(out, shape, op);
   if (!st->is_ok()) return true;
   if (!out.is_contiguous()) return false;
-  const std::vector<float> a32 = widened(a);
+  if (GemmBf16Fn kernel = gemm_bf16_kernel(); kernel != nullptr && t == ScalarType::kBFloat16 && M > 1 && K % 2 == 0) {
+    // Both operands stay bf16 (bf16_gemm.h); the columns split across the pool
+    // in whole panels, each summed in the kernel's one fixed order.
+    const float* b0 = bias_v != nullptr ? bias.data() : nullptr;
+    parallel_for(N, (gemm_column_grain(M, K) + 31) / 32 * 32, [&](int64_t n0, int64_t n1) {
+      kernel(M, n1 - n0, K, a.data<uint16_t>(), K, b.data<uint16_t>() + n0, N, b0 != nullptr ? b0 + n0 : nullptr,
+             out.data<uint16_t>() + n0, N);
+    });
+    return true;
+  }
   std::vector<float> c32(size_t(M * N));
+  const std::vector<float> a32 = widened(a);
   gemm_f32_h16(t, M, N, K, a32.data(), b.data<uint16_t>(), c32.data(), bias_v != nullptr ? bias.data() : nullptr);
   narrow_into(c32, out);
   return true;
@@ -409,8 +436,30 @@ Status bmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
       const int64_t shape[3] = {B, M, N};
       HF2PTE_RETURN_IF_ERROR(resize(out, shape, OpId::BmmOut));
       if (out.is_contiguous()) {
-        const std::vector<float> a32 = widened(a), b32 = widened(b);
+        if (GemmBf16Fn kernel = gemm_bf16_kernel(); kernel != nullptr && t == ScalarType::kBFloat16 && M > 1 &&
+                                                     K % 2 == 0) {
+          // Prefill attention on bf16 operands (bf16_gemm.h): heads across the
+          // pool, or the columns of one head's product.
+          const uint16_t *pa = a.data<uint16_t>(), *pb = b.data<uint16_t>();
+          uint16_t* pc = out.data<uint16_t>();
+          if (B >= pool_threads()) {
+            parallel_for(B, 1, [&](int64_t i0, int64_t i1) {
+              for (int64_t i = i0; i < i1; ++i) {
+                kernel(M, N, K, pa + i * M * K, K, pb + i * K * N, N, nullptr, pc + i * M * N, N);
+              }
+            });
+          } else {
+            for (int64_t i = 0; i < B; ++i) {
+              parallel_for(N, (gemm_column_grain(M, K) + 31) / 32 * 32, [&](int64_t n0, int64_t n1) {
+                kernel(M, n1 - n0, K, pa + i * M * K, K, pb + i * K * N + n0, N, nullptr, pc + i * M * N + n0, N);
+              });
+            }
+          }
+          if (args[3] != args[2]) *args[3] = *args[2];
+          return Status::ok();
+        }
         std::vector<float> c32(size_t(B * M * N));
+        const std::vector<float> a32 = widened(a), b32 = widened(b);
         if (M == 1 || B >= pool_threads()) {
           batched_gemm_f32(B, M, N, K, a32.data(), b32.data(), false, c32.data());
         } else {

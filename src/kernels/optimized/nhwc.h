@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace hf2pte::kernels {
 
@@ -34,6 +35,31 @@ int64_t window_output_size(int64_t in, int64_t pad_before, int64_t pad_after, in
 /// residual add and the clamp run on each block while it is in cache.
 void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t cout_g, const float* x,
                      const float* w, const float* bias, const float* residual, float lo, float hi, float* y);
+
+/// A 3x3 filter [cout, 3, 3, cin] transformed for Winograd F(2x2, 3x3) once,
+/// at load: u[k][o][c] = (G g_{o,c} G^T)[k] for the 16 positions k (winograd.cpp).
+struct WinogradFilter {
+  int64_t cout = 0, cin = 0;
+  std::vector<float> u;
+};
+/// Whether conv2d_3x3_winograd_nhwc_f32 computes this convolution: groups 1,
+/// a 3x3 window, stride 1, dilation 1 (any padding).
+bool winograd_applies(const Window2d& win, int64_t groups);
+/// Whether Winograd is the faster way for this output size and channel count:
+/// its 16 GEMMs have K = cin (the direct one 9 cin) and M = output tiles, so
+/// narrow or small convolutions stay direct. Measured with hf2pte_kernel_bench
+/// --conv at ResNet-50's shapes (AMD Zen 3, 2 threads): 56x56 64 channels
+/// 1.0-1.15x slower, 28x28 128 channels 1.25x faster, 14x14 256 channels
+/// 1.3-1.6x faster, 7x7 512 channels (16 tiles) 1.1-1.4x slower.
+bool winograd_pays(const Window2d& win, int64_t cin);
+/// The input channels below which winograd_pays never holds.
+inline constexpr int64_t kWinogradMinInputChannels = 128;
+WinogradFilter winograd_filter_3x3(const float* w, int64_t cout, int64_t cin);
+/// conv2d_nhwc_f32 for the convolutions winograd_applies to, with 16 multiplies
+/// per 2x2 output block and channel pair instead of 36 (f32, exact constants:
+/// the result differs from the direct one by rounding only).
+void conv2d_3x3_winograd_nhwc_f32(const Window2d& win, const WinogradFilter& f, const float* x, const float* bias,
+                                  const float* residual, float lo, float hi, float* y);
 
 /// Depthwise: channel c (of c_in * multiplier outputs) reads input channel
 /// c / multiplier; w is [kernel_h, kernel_w, c_in * multiplier] (XNNPACK's

@@ -35,8 +35,8 @@ Status addmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
 namespace hf2pte::kernels {
 
-/// aten::where.self_out: bool condition matching self's trailing dims, float
-/// self, one-element other (the attention mask) (else portable).
+/// aten::where.self_out: bool condition matching self's trailing dims, f32 /
+/// bf16 / f16 self, one-element other (the attention mask) (else portable).
 Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
 }  // namespace hf2pte::kernels
@@ -71,5 +71,18 @@ Status mul_scalar_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 /// slice_copy.Tensor_out, step 1, contiguous self and out: one memcpy per
 /// outer index (the K/V cache slices of --attention-span written).
 Status slice_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+
+}  // namespace hf2pte::kernels
+
+namespace hf2pte::kernels {
+
+/// Elementwise ops on contiguous f32 / bf16 / f16 tensors in SIMD-widened
+/// blocks (floating_elementwise.cpp): add / sub (alpha 1) / mul with
+/// broadcasting, sigmoid, and _to_dim_order_copy's contiguous casts (else portable).
+Status add_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+Status sub_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+Status mul_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+Status sigmoid_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
+Status to_dim_order_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
 }  // namespace hf2pte::kernels

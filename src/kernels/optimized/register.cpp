@@ -33,6 +33,11 @@ constexpr std::array kOptimizedKernels{
     OptimizedKernel{OpId::ConvolutionOut, convolution_out},
     OptimizedKernel{OpId::ClampOut, clamp_out},
     OptimizedKernel{OpId::MeanOut, mean_out},
+    OptimizedKernel{OpId::AddOut, add_out},
+    OptimizedKernel{OpId::SubOut, sub_out},
+    OptimizedKernel{OpId::MulOut, mul_out},
+    OptimizedKernel{OpId::SigmoidOut, sigmoid_out},
+    OptimizedKernel{OpId::ToDimOrderCopyOut, to_dim_order_copy_out},
     OptimizedKernel{OpId::LlamaCustomSdpaOut, custom_sdpa_out},
 };
 

@@ -46,6 +46,8 @@ struct SimdKernels {
   float (*sum_row)(const float* x, int64_t n);
   /// y[i] = half(x[i]) for i < n, rounded to nearest even (IEEE half; NaN stays NaN).
   void (*float_to_half_row)(const float* x, uint16_t* y, int64_t n);
+  /// y[i] = bf16(x[i]) for i < n, rounded to nearest even (NaN stays NaN), as float_to_bf16.
+  void (*float_to_bf16_row)(const float* x, uint16_t* y, int64_t n);
 };
 
 /// Head dims the narrow attention loops take.

@@ -45,7 +45,7 @@ Status softmax_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
       for (int64_t r = r0; r < r1; ++r) {
         (bf16 ? k.bf16_to_float_row : k.half_to_float_row)(x + r * n, row.data(), n);
         k.softmax_row(row.data(), row.data(), n);
-        for (int64_t i = 0; i < n; ++i) y[r * n + i] = bf16 ? float_to_bf16(row[size_t(i)]) : float_to_half(row[size_t(i)]);
+        (bf16 ? k.float_to_bf16_row : k.float_to_half_row)(row.data(), y + r * n, n);
       }
     });
   }

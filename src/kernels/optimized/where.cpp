@@ -1,15 +1,24 @@
-// where.self_out for the attention mask: float self (the scores), a bool
-// condition equal to self's trailing dims after its leading 1s (broadcast
-// over heads), a one-element other (-inf). Anything else is the portable
-// kernel's.
+// where.self_out for the attention mask: floating self (the scores: f32,
+// bf16 or f16), a bool condition equal to self's trailing dims after its
+// leading 1s (broadcast over heads), a one-element other (-inf) of self's
+// dtype. Anything else is the portable kernel's. A select copies values, so
+// 16-bit tensors are selected as their bits.
 #include <cstring>
 
 #include "kernels/optimized/optimized_ops.h"
 #include "kernels/optimized/simd_kernels.h"
+#include "kernels/optimized/thread_pool.h"
 #include "kernels/portable/kernels.h"
 
 namespace hf2pte::kernels {
 
+namespace {
+
+void select_row16(const bool* c, const uint16_t* s, uint16_t o, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = c[i] ? s[i] : o;
+}
+
+}  // namespace
 
 // [condition, self, other, out, ret]
 Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
@@ -19,8 +28,11 @@ Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   }
   const rt::Tensor &cond = *args[0]->tensor, &self = *args[1]->tensor, &other = *args[2]->tensor;
   rt::Tensor& out = *args[3]->tensor;
-  bool fast = cond.dtype() == ScalarType::kBool && self.dtype() == ScalarType::kFloat &&
-              other.dtype() == ScalarType::kFloat && out.dtype() == ScalarType::kFloat && other.numel() == 1 &&
+  const ScalarType t = self.dtype();
+  const bool wide = t == ScalarType::kFloat;
+  bool fast = cond.dtype() == ScalarType::kBool &&
+              (wide || t == ScalarType::kBFloat16 || t == ScalarType::kHalf) && other.dtype() == t &&
+              out.dtype() == t && other.numel() == 1 &&
               other.dim() <= self.dim() && cond.dim() <= self.dim() && cond.is_contiguous() && self.is_contiguous() &&
               cond.raw_data() != nullptr && self.raw_data() != nullptr && other.raw_data() != nullptr && cond.numel() > 0;
   // Leading 1s of the condition broadcast too (sdpa_to_math views the mask as
@@ -31,23 +43,34 @@ Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
     fast = cond.size(d) == self.size(self.dim() - cond.dim() + d);
   }
   if (!fast || !out.resize(self.sizes()) || !out.is_contiguous()) return kernels::WhereSelfOut(ctx, args);
+  const size_t elem = wide ? sizeof(float) : sizeof(uint16_t);
   if (cond.numel() == 1) {  // one flag for the whole tensor (Mamba's "continue from the state")
-    float* y = out.data<float>();
     if (*cond.data<bool>()) {
-      if (y != self.data<float>()) std::memcpy(y, self.data<float>(), size_t(self.numel()) * sizeof(float));
+      if (out.raw_data() != self.raw_data()) std::memcpy(out.raw_data(), self.raw_data(), size_t(self.numel()) * elem);
+    } else if (wide) {
+      std::fill(out.data<float>(), out.data<float>() + self.numel(), *other.data<float>());
     } else {
-      std::fill(y, y + self.numel(), *other.data<float>());
+      std::fill(out.data<uint16_t>(), out.data<uint16_t>() + self.numel(), *other.data<uint16_t>());
     }
     if (args[4] != args[3]) *args[4] = *args[3];
     return Status::ok();
   }
   const int64_t inner = cond.numel(), outer = self.numel() / inner;
   const bool* c = cond.data<bool>();
-  const float* s = self.data<float>();
-  const float o = *other.data<float>();
-  float* y = out.data<float>();
-  const SimdKernels& simd_k = simd();
-  for (int64_t b = 0; b < outer; ++b) simd_k.select_row(c, s + b * inner, o, y + b * inner, inner);
+  if (wide) {
+    const float* s = self.data<float>();
+    const float o = *other.data<float>();
+    float* y = out.data<float>();
+    const SimdKernels& simd_k = simd();
+    for (int64_t b = 0; b < outer; ++b) simd_k.select_row(c, s + b * inner, o, y + b * inner, inner);
+  } else {
+    const uint16_t* s = self.data<uint16_t>();
+    const uint16_t o = *other.data<uint16_t>();
+    uint16_t* y = out.data<uint16_t>();
+    parallel_for(outer, outer * inner >= (int64_t(1) << 16) ? 1 : outer, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) select_row16(c, s + b * inner, o, y + b * inner, inner);
+    });
+  }
   if (args[4] != args[3]) *args[4] = *args[3];
   return Status::ok();
 }

@@ -10,13 +10,12 @@
 
 #include "kernels/portable/kernel_util.h"
 #include "kernels/portable/kernels.h"
+#include "quant/per_token_qparams.h"
 #include "quant/quant.h"
 
 namespace hf2pte::kernels {
 
 namespace {
-
-constexpr int64_t kMaxQuantRows = int64_t(1) << 40;
 
 Status expect_dtype(const rt::Tensor& t, ScalarType want, OpId op, std::string_view what) {
   HF2PTE_CHECK_OR_RETURN(t.dtype() == want, kInvalidArgument, "{}: {} must be {}; got {}", op_key(op), what,
@@ -81,39 +80,14 @@ Result<PerTokenOperands> per_token_operands(const ArgReader& r, OpId op, size_t 
   return p;
 }
 
-// Upstream's calculate_scale_and_zero_point (op_choose_qparams.cpp): the range
-// widened to include 0, scale = (max - min) / 255 in double (0.1 when it is 0),
-// a scale below 6.1e-5 raised to it with the range stretched, and the zero
-// point taken from the end with the smaller error, rounded to nearest even.
+/// One token's range (widened to include 0), then upstream's parameters.
 void per_token_params(const float* x, int64_t n, double* scale, int64_t* zero_point) {
-  constexpr int32_t qmin = -128, qmax = 127;
-  constexpr float kSmallScale = 6.1e-5f;
   float mn = 0.0f, mx = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
     mn = std::min(mn, x[i]);
     mx = std::max(mx, x[i]);
   }
-  double s = (double(mx) - mn) / (qmax - qmin);
-  if (float(s) == 0.0f || std::isinf(1.0f / float(s))) s = 0.1;
-  if (s < kSmallScale) {
-    const float org = float(s);
-    s = kSmallScale;
-    if (mn == 0.0f) {
-      mx = kSmallScale * (qmax - qmin);
-    } else if (mx == 0.0f) {
-      mn = -kSmallScale * (qmax - qmin);
-    } else {
-      const float amp = kSmallScale / org;
-      mn *= amp;
-      mx *= amp;
-    }
-  }
-  const double from_min = qmin - mn / s, from_max = qmax - mx / s;
-  const double err_min = std::abs(qmin) - std::abs(mn / s), err_max = std::abs(qmax) - std::abs(mx / s);
-  const double zp = err_min < err_max ? from_min : from_max;
-  int64_t nudged = zp < qmin ? qmin : zp > qmax ? qmax : int64_t(std::nearbyint(float(zp)));
-  *scale = s;
-  *zero_point = nudged;
+  quant::per_token_qparams(mn, mx, scale, zero_point);
 }
 
 }  // namespace

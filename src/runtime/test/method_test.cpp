@@ -290,6 +290,48 @@ TEST(MethodTest, ConstantTensorInput) {
   EXPECT_EQ(floats(*m->output_tensor(0)), (std::vector<float>{6, 7}));
 }
 
+// --huge-pages (weight_store.h): a constant of kHugePageMinBytes or more is
+// copied out of the file into huge-page memory at load; the program computes
+// the same values from the copy.
+TEST(MethodTest, LargeConstantMovesToHugePagesWhenAsked) {
+  const int64_t n = int64_t(kHugePageMinBytes / sizeof(float));
+  std::vector<float> cv(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) cv[size_t(i)] = float(i % 1000) * 0.5f;
+  std::vector<uint8_t> cb(cv.size() * sizeof(float));
+  std::memcpy(cb.data(), cv.data(), cb.size());
+  auto program = [&] {
+    PlanBuilder b("forward");
+    b.arena(2 * n * 4);
+    int x = b.tensor(efb::ScalarType::FLOAT, {int32_t(n)}, 1, 0);
+    int c = b.tensor(efb::ScalarType::FLOAT, {int32_t(n)}, 0, 0, efb::TensorShapeDynamism::STATIC, 1);
+    int out = b.tensor(efb::ScalarType::FLOAT, {int32_t(n)}, 1, uint64_t(n * 4));
+    b.kernel(b.op("aten::add", "out"), {x, c, b.int_value(1), out, out});
+    b.inputs({x});
+    b.outputs({out});
+    std::vector<std::unique_ptr<efb::ExecutionPlanT>> plans;
+    plans.push_back(b.release());
+    std::vector<pte::Blob> consts;
+    consts.push_back(blob_of(cb));
+    return program_from(std::move(plans), std::move(consts));
+  };
+  KernelRegistry r = test_registry();
+  std::vector<float> in_place, huge;
+  for (WeightPlacement placement : {WeightPlacement::kInPlace, WeightPlacement::kHugePages}) {
+    set_weight_placement(placement);
+    auto p = program();
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    auto m = load_method(**p, "forward", r);
+    set_weight_placement(WeightPlacement::kInPlace);
+    ASSERT_TRUE(m);
+    set_ones(*m);
+    ASSERT_TRUE(m->execute().is_ok());
+    (placement == WeightPlacement::kInPlace ? in_place : huge) = floats(*m->output_tensor(0));
+  }
+  ASSERT_EQ(in_place.size(), size_t(n));
+  EXPECT_EQ(huge, in_place);
+  EXPECT_EQ(in_place[1001], 1.0f + 0.5f);
+}
+
 TEST(MethodTest, KernelErrorCarriesContext) {
   KernelRegistry r;
   r.register_kernel("aten::add.out", [](KernelContext& ctx, std::span<EValue*> args) -> Status {

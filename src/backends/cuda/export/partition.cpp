@@ -29,6 +29,7 @@ bool supported_dtype(ScalarType t) {
   switch (t) {
     case ScalarType::kFloat: case ScalarType::kBFloat16: case ScalarType::kHalf: case ScalarType::kLong:
     case ScalarType::kInt: case ScalarType::kBool:
+    case ScalarType::kChar: case ScalarType::kByte: case ScalarType::kDouble:  // quantized ops
       return true;
     default:
       return false;

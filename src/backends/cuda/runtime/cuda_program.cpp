@@ -53,6 +53,7 @@ Result<ScalarType> tensor_dtype(int8_t code) {
   switch (t) {
     case ScalarType::kFloat: case ScalarType::kBFloat16: case ScalarType::kHalf: case ScalarType::kLong:
     case ScalarType::kInt: case ScalarType::kBool:
+    case ScalarType::kChar: case ScalarType::kByte: case ScalarType::kDouble:  // quantized ops
       return t;
     default:
       return bad(fmt::format("tensors of {} are not supported", scalar_type_name(t)));

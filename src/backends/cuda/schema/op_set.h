@@ -29,6 +29,9 @@ inline constexpr OpId kCudaOps[] = {
     OpId::ToDimOrderCopyOut, OpId::ExpandCopyOut,
     // vision and audio front ends: 2-D convolution (ViT patches, ResNet, Whisper's conv1d as H = 1), max pooling
     OpId::ConvolutionOut, OpId::MaxPool2dWithIndicesOut,
+    // quantized programs (--qlinear / --qembedding): upstream's quantized_decomposed ops
+    OpId::ChooseQparamsPerTokenAsymmetricOut, OpId::QuantizePerTokenOut, OpId::DequantizePerTokenOut,
+    OpId::MixedLinearOut, OpId::EmbeddingByteOut, OpId::Embedding4bitOut,
 };
 
 inline bool cuda_supports(OpId op) { return std::find(std::begin(kCudaOps), std::end(kCudaOps), op) != std::end(kCudaOps); }

@@ -291,7 +291,14 @@ class Claimer {
     // dtypes): an fp16 model's graph is claimed as fp16, and the casts between
     // its fp16 and fp32 parts stay on the portable kernels.
     const ScalarType dt = g_.type(n.outputs[0]).dtype;
+    // A Convert's input has the other float datatype: the place where the
+    // graph changes precision, inside the delegate.
+    const bool converts = p->kind == K::XNNConvert;
     for (size_t k = 0; k < p->operands.size(); ++k) {
+      if (converts) {
+        if (!plain(p->operands[k])) return std::nullopt;
+        continue;
+      }
       if (p->filter_quant && k >= 1) continue;  // the quantized filter: int8 bytes by design
       if (!plain(p->operands[k])) return std::nullopt;
       const bool weight = p->fc_constants && k >= 1;  // written in the datatype its node takes (lower_run)
@@ -418,6 +425,14 @@ class Claimer {
       case OpId::CloneOut:
         if (!std::holds_alternative<graph::None>(a[1])) return std::nullopt;
         return unary(K::XNNCopy);
+      case OpId::ToDimOrderCopyOut: {
+        // fp16 <-> fp32 in the same layout: a Convert (XNNPACK's
+        // xnn_define_convert takes both directions; docs/decisions.md,
+        // "Casts inside XNNPACK fp16 graphs").
+        auto x = tensor(a[0]);
+        if (!x || !std::holds_alternative<graph::None>(a[2]) || g_.type(*x).dtype == out.dtype) return std::nullopt;
+        return elementwise(unary(K::XNNConvert));
+      }
       case OpId::PermuteCopyOut: {
         auto x = tensor(a[0]);
         const auto* dims = std::get_if<IntList>(&a[1]);
@@ -570,30 +585,6 @@ std::vector<uint32_t> dims_of(const Graph& g, ValueId v) {
 
 const char* kind_name(K k) { return fb_xnnpack::EnumNameXNodeUnion(k); }
 
-/// `c` re-encoded while it streams: every whole `unit` bytes of input go
-/// through `encode` (the bytes of a chunk boundary wait for the next chunk).
-graph::ConstantData recoded(const graph::ConstantData& c, ScalarType dtype, std::vector<int64_t> sizes,
-                            const char* key_suffix, size_t unit,
-                            std::function<void(const uint8_t* in, size_t units, std::vector<uint8_t>& out)> encode) {
-  graph::ConstantData p = c;
-  p.dtype = dtype;
-  p.sizes = std::move(sizes);
-  p.dedup_key = c.dedup_key.empty() ? "" : c.dedup_key + key_suffix;
-  p.write = [c, unit, encode](const graph::ConstantData::Sink& sink) -> Status {
-    std::vector<uint8_t> pending, out;
-    return c.write([&](const void* data, size_t size) -> Status {
-      const auto* b = static_cast<const uint8_t*>(data);
-      pending.insert(pending.end(), b, b + size);
-      const size_t units = pending.size() / unit;
-      out.clear();
-      encode(pending.data(), units, out);
-      pending.erase(pending.begin(), pending.begin() + std::ptrdiff_t(units * unit));
-      return out.empty() ? Status::ok() : sink(out.data(), out.size());
-    });
-  };
-  return p;
-}
-
 /// `c` in element type `t` (fp32 or fp16; rounded to nearest even on the way
 /// down): converted while streaming from the checkpoint where it streams from
 /// one, else recoded by the kernel tables' conversion rows (exact, the same
@@ -602,7 +593,7 @@ graph::ConstantData as_dtype(const graph::ConstantData& c, ScalarType t) {
   if (c.dtype == t) return c;
   if (c.converted) return c.converted(t);
   const bool widen = c.dtype == ScalarType::kHalf;
-  return recoded(c, t, c.sizes, widen ? "|f32" : "|f16", widen ? 2 : 4,
+  return graph::recoded(c, t, c.sizes, widen ? "|f32" : "|f16", widen ? 2 : 4,
                  [widen](const uint8_t* src, size_t count, std::vector<uint8_t>& dst) {
                    dst.resize(count * (widen ? 4 : 2));
                    if (widen) {
@@ -618,7 +609,7 @@ graph::ConstantData as_dtype(const graph::ConstantData& c, ScalarType t) {
 /// `c` (int8 [n, k], k even) packed two per byte in XNNPACK's order:
 /// value + 8, the even column in the low nibble (quant::pack_int4_xnnpack).
 graph::ConstantData packed_int4(const graph::ConstantData& c) {
-  return recoded(c, ScalarType::kByte, {c.sizes[0], c.sizes[1] / 2}, "|xnn4", 2,
+  return graph::recoded(c, ScalarType::kByte, {c.sizes[0], c.sizes[1] / 2}, "|xnn4", 2,
                  [](const uint8_t* in, size_t pairs, std::vector<uint8_t>& out) {
                    out.resize(pairs);
                    quant::pack_int4_xnnpack(std::span<const int8_t>(reinterpret_cast<const int8_t*>(in), 2 * pairs),
@@ -629,7 +620,7 @@ graph::ConstantData packed_int4(const graph::ConstantData& c) {
 /// fp32 scales rounded to bf16 (to nearest even), as upstream's XNNPACK
 /// writer stores per-block scales.
 graph::ConstantData bf16_scales(const graph::ConstantData& c) {
-  return recoded(c, ScalarType::kBFloat16, c.sizes, "|bf16", 4,
+  return graph::recoded(c, ScalarType::kBFloat16, c.sizes, "|bf16", 4,
                  [](const uint8_t* in, size_t count, std::vector<uint8_t>& out) {
                    out.resize(2 * count);
                    for (size_t i = 0; i < count; ++i) {
@@ -645,7 +636,7 @@ graph::ConstantData bf16_scales(const graph::ConstantData& c) {
 /// Cin_g] (XNNPACK's Conv2d filter), one output channel at a time as it streams.
 graph::ConstantData nhwc_filter(const graph::ConstantData& c) {
   const int64_t cin = c.sizes[1], kh = c.sizes[2], kw = c.sizes[3];
-  return recoded(c, ScalarType::kFloat, {c.sizes[0], kh, kw, cin}, "|nhwc", size_t(cin * kh * kw) * sizeof(float),
+  return graph::recoded(c, ScalarType::kFloat, {c.sizes[0], kh, kw, cin}, "|nhwc", size_t(cin * kh * kw) * sizeof(float),
                  [cin, kh, kw](const uint8_t* in, size_t units, std::vector<uint8_t>& out) {
                    const size_t unit = size_t(cin * kh * kw);
                    out.resize(units * unit * sizeof(float));

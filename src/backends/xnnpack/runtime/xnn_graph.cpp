@@ -109,6 +109,7 @@ int64_t numel_of(const std::vector<int64_t>& dims) {
   return n;
 }
 
+
 bool is_int4(XDtype t) { return t == XDtype::kQCInt4 || t == XDtype::kQBInt4; }
 
 /// Bytes a constant of `v` occupies: 4-bit filters are [oc, ceil(ic / 2)] (§6.3).
@@ -430,6 +431,12 @@ class Compiler {
     HF2PTE_RETURN_IF_ERROR(check_float_like(p.input, "input"));
     if (kind == UnaryKind::kConvert && val(p.output).dtype == XDtype::kQDInt8) {
       // Dynamic quantization (fp32 -> qdint8), computed per row at run time.
+      // An fp16 input (upstream's fp16 8da4w graphs) is read through its exact
+      // fp32 copy, which the quantized FullyConnected then takes.
+      if (val(p.input).dtype == XDtype::kFp16) {
+        widen_ = Widen::kCompute;
+        HF2PTE_ASSIGN_OR_RETURN(p.input, resolve(t->input_id(), "input_id"));
+      }
       HF2PTE_CHECK_OR_RETURN(val(p.input).dtype == XDtype::kFp32, kNotSupported, "qdint8 convert from {}",
                              xdtype_name(val(p.input).dtype));
       n.params = p;
@@ -491,7 +498,7 @@ class Compiler {
   /// its pages in the mapped file are given back.
   Status copy_to_huge_pages(FullyConnectedParams& p, const XValue& w) {
     const size_t bytes = size_t(packed_bytes(w));
-    HF2PTE_ASSIGN_OR_RETURN(p.huge_copy, allocate_weights(bytes));
+    HF2PTE_ASSIGN_OR_RETURN(p.huge_copy, rt::allocate_weights(bytes));
     std::memcpy(p.huge_copy.data, w.cptr, bytes);
     if (w.dtype == XDtype::kFp16) {
       p.weights_nk_f16 = static_cast<const uint16_t*>(p.huge_copy.data);
@@ -747,7 +754,7 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
     HF2PTE_CHECK_OR_RETURN(w.dtype != XDtype::kQUInt8 && w.dtype != XDtype::kInt32 && w.dtype != XDtype::kQInt32 &&
                                w.dtype != XDtype::kQCInt32,
                            kNotSupported, "filter datatype {} with fp32 input", xdtype_name(w.dtype));
-    if (pack_ && weight_placement() == WeightPlacement::kHugePages && !transposed && x.dtype == XDtype::kFp32 &&
+    if (pack_ && rt::weight_placement() == rt::WeightPlacement::kHugePages && !transposed && x.dtype == XDtype::kFp32 &&
         (w.dtype == XDtype::kFp32 || w.dtype == XDtype::kFp16)) {
       HF2PTE_RETURN_IF_ERROR(copy_to_huge_pages(p, w));
     } else if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32 && !transposed) {
@@ -875,6 +882,12 @@ Status Compiler::add_conv(XNode& n, const fb::NodeConv* t, bool depthwise) {
     HF2PTE_CHECK_OR_RETURN(numel_of(b.dims) == cout, kInvalidProgram, "bias has {} elements; expected {}",
                            numel_of(b.dims), cout);
     p.bias_f = static_cast<const float*>(b.cptr);
+  }
+  // Transformed once for the convolutions Winograd can pay off on (the output
+  // size decides per run: kernels::winograd_pays).
+  if (pack_ && !depthwise && kernels::winograd_applies(p.win.window, p.groups) &&
+      p.cin_g >= kernels::kWinogradMinInputChannels) {
+    p.winograd = std::make_shared<const kernels::WinogradFilter>(kernels::winograd_filter_3x3(p.weights, cout, p.cin_g));
   }
   n.params = p;
   return Status::ok();
@@ -1086,7 +1099,7 @@ void fuse_residual_adds(XnnGraph& g) {
   for (size_t j = 0; j < g.nodes.size(); ++j) {
     const auto* add = std::get_if<BinaryParams>(&g.nodes[j].params);
     if (add == nullptr || add->kind != BinaryKind::kAdd) continue;
-    for (const auto [c, r] : {std::pair{add->input1, add->input2}, std::pair{add->input2, add->input1}}) {
+    for (const auto& [c, r] : {std::pair{add->input1, add->input2}, std::pair{add->input2, add->input1}}) {
       if (c == r || produced_at[c] < 0 || readers[c] != 1 || g.values[c].is_output) continue;
       XNode& conv_node = g.nodes[size_t(produced_at[c])];
       auto* conv = std::get_if<ConvParams>(&conv_node.params);

@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "backends/xnnpack/runtime/weight_store.h"
+#include "runtime/weight_store.h"
 #include "core/status.h"
 #include "kernels/optimized/nhwc.h"
 #include "kernels/optimized/qgemm.h"
@@ -124,7 +124,7 @@ struct FullyConnectedParams {
   const float* weights_kn = nullptr;  ///< serialized [k, n] (the transpose flag)
   /// With WeightPlacement::kHugePages: the [n, k] copy weights_nk or
   /// weights_nk_f16 points into (held here).
-  WeightBlock huge_copy;
+  rt::WeightBlock huge_copy;
   /// fp16 filters ([n, k], converted to float inside the GEMV): read in place
   /// when serialized [n, k], else transposed into `weights_f16` at init.
   std::vector<uint16_t> weights_f16;
@@ -175,6 +175,9 @@ struct ConvParams {
   /// A residual Add folded in at compile time (fuse_residual_adds): the conv
   /// writes conv + residual, clamped by the Add's output_min_max.
   uint32_t residual = kInvalidId;
+  /// 3x3 stride-1 convolutions: the filter transformed once for Winograd
+  /// F(2x2, 3x3) (kernels/optimized/winograd.cpp), which then computes them.
+  std::shared_ptr<const kernels::WinogradFilter> winograd;
 };
 /// MaxPooling2d over an NHWC value.
 struct PoolParams {

@@ -360,6 +360,28 @@ void gemv_h16(const float* x, const uint16_t* w, const float* bias, float* y, in
   }
 }
 
+/// float_to_bf16 in integer lanes: add 0x7FFF plus the kept lsb, keep the
+/// high half; NaNs get the quiet bit.
+void float_to_bf16_row(const float* x, uint16_t* y, int64_t n) {
+  const __m256i bias = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1), quiet = _mm256_set1_epi32(0x400000);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i half[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256 v = _mm256_loadu_ps(x + i + 8 * h);
+      const __m256i bits = _mm256_castps_si256(v);
+      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
+      const __m256i r = _mm256_add_epi32(bits, _mm256_add_epi32(bias, lsb));
+      const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      half[h] = _mm256_srli_epi32(_mm256_blendv_epi8(r, _mm256_or_si256(bits, quiet), nan), 16);
+    }
+    // packus works per 128-bit lane: the permute restores element order.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(half[0], half[1]), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), packed);
+  }
+  for (; i < n; ++i) y[i] = float_to_bf16(x[i]);
+}
+
 void bf16_to_float_row(const uint16_t* w, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -428,7 +450,7 @@ float sum_row(const float* x, int64_t n) {
 
 const SimdKernels kKernels{"avx2",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
                            axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, gemv_h16<true>, gemv_h16<false>, bf16_to_float_row,
-                           sum_row, float_to_half_row};
+                           sum_row, float_to_half_row, float_to_bf16_row};
 }  // namespace avx2
 
 }  // namespace hf2pte::kernels

@@ -345,6 +345,21 @@ void gemv_h16(const float* x, const uint16_t* w, const float* bias, float* y, in
   }
 }
 
+/// float_to_bf16 in integer lanes (AVX-512F only: no vcvtneps2bf16 needed):
+/// add 0x7FFF plus the kept lsb, keep the high half; NaNs get the quiet bit.
+void float_to_bf16_row(const float* x, uint16_t* y, int64_t n) {
+  const __m512i bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x400000);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
+    __m512i r = _mm512_add_epi32(bits, _mm512_add_epi32(bias, lsb));
+    r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_or_si512(bits, quiet));
+    _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+  }
+}
+
 void bf16_to_float_row(const uint16_t* w, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -416,7 +431,7 @@ float sum_row(const float* x, int64_t n) {
 
 const SimdKernels kKernels{"avx512",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
                            axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, gemv_h16<true>, gemv_h16<false>, bf16_to_float_row,
-                           sum_row, float_to_half_row};
+                           sum_row, float_to_half_row, float_to_bf16_row};
 }  // namespace avx512
 
 }  // namespace hf2pte::kernels

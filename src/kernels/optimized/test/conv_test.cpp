@@ -2,6 +2,7 @@
 // (double accumulation) on the shapes ResNet and ViT use and the corners:
 // strides, padding, dilation, groups, 1x1 direct, bias or none.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <random>
 
@@ -150,6 +151,55 @@ TEST(NhwcKernels, ConvolutionAndMaxPoolMatchPortableKernels) {
                         std::numeric_limits<float>::infinity(), py.data());
     EXPECT_EQ(to_nchw(py, s.C, win.oh, win.ow), pwant) << "max pool C " << s.C << " K " << s.K;
   }
+}
+
+// Winograd F(2x2, 3x3) against the direct NHWC convolution: odd and even
+// output sizes (partial tiles), padding 0 / 1 / asymmetric, batches, more
+// tiles than one pass holds, bias and residual and clamp in the epilogue.
+TEST(NhwcKernels, WinogradMatchesDirectConvolution) {
+  struct W {
+    int64_t n, c, h, w, o, pad_top, pad_left, pad_bottom, pad_right;
+  };
+  const W cases[] = {{1, 8, 9, 9, 16, 1, 1, 1, 1},   {2, 16, 8, 7, 8, 1, 1, 1, 1}, {1, 5, 6, 10, 3, 0, 0, 0, 0},
+                     {1, 4, 7, 5, 6, 1, 0, 0, 1},    {1, 32, 56, 48, 8, 1, 1, 1, 1}};
+  Uniform vals(13);
+  for (const W& s : cases) {
+    Window2d win;
+    win.n = s.n;
+    win.ih = s.h;
+    win.iw = s.w;
+    win.kernel_h = win.kernel_w = 3;
+    win.pad_top = s.pad_top;
+    win.pad_left = s.pad_left;
+    win.oh = window_output_size(s.h, s.pad_top, s.pad_bottom, 3, 1, 1);
+    win.ow = window_output_size(s.w, s.pad_left, s.pad_right, 3, 1, 1);
+    ASSERT_TRUE(winograd_applies(win, 1));
+    const auto x = vals(size_t(s.n * s.h * s.w * s.c)), w = vals(size_t(s.o * 9 * s.c)), b = vals(size_t(s.o));
+    const size_t out_n = size_t(s.n * win.oh * win.ow * s.o);
+    const auto residual = vals(out_n);
+    for (bool epilogue : {false, true}) {
+      const float lo = epilogue ? 0.0f : -std::numeric_limits<float>::infinity();
+      const float hi = std::numeric_limits<float>::infinity();
+      const float* bias = epilogue ? b.data() : nullptr;
+      const float* res = epilogue ? residual.data() : nullptr;
+      std::vector<float> want(out_n), got(out_n, -7.0f);
+      conv2d_nhwc_f32(win, 1, s.c, s.o, x.data(), w.data(), bias, res, lo, hi, want.data());
+      const WinogradFilter f = winograd_filter_3x3(w.data(), s.o, s.c);
+      conv2d_3x3_winograd_nhwc_f32(win, f, x.data(), bias, res, lo, hi, got.data());
+      for (size_t i = 0; i < out_n; ++i) {
+        ASSERT_NEAR(got[i], want[i], 2e-5 * std::max(1.0f, std::abs(want[i])))
+            << "c " << s.c << " h " << s.h << " w " << s.w << " at " << i;
+      }
+    }
+  }
+  // Not a 3x3 stride-1 window: not Winograd's.
+  Window2d strided;
+  strided.kernel_h = strided.kernel_w = 3;
+  strided.stride_h = strided.stride_w = 2;
+  EXPECT_FALSE(winograd_applies(strided, 1));
+  Window2d three;
+  three.kernel_h = three.kernel_w = 3;
+  EXPECT_FALSE(winograd_applies(three, 2));
 }
 
 TEST(NhwcKernels, GlobalAveragePoolIsTheMeanOverPixels) {

@@ -214,6 +214,25 @@ TEST(SimdKernels, FloatToHalfRowMatchesScalar) {
   }
 }
 
+// Narrowing to bf16: the same bits as float_to_bf16 on every table (ties to
+// even, carries into the exponent, overflow to infinity, subnormals, NaN).
+TEST(SimdKernels, FloatToBf16RowMatchesScalar) {
+  std::vector<float> x = random(1037, 22);
+  const float specials[] = {0.0f,     -0.0f,     1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 3.4e38f, -3.4e38f, 1e-40f,
+                            -1e-39f,  1.9921875f, 1.99609375f,      INFINITY,          -INFINITY, NAN,    -NAN};
+  for (size_t i = 0; i < std::size(specials); ++i) x[i * 7] = specials[i];
+  for (const auto* k : tables()) {
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(15), int64_t(16), int64_t(17), int64_t(x.size())}) {
+      std::vector<uint16_t> y(size_t(n) + 1, 0xABCD);
+      k->float_to_bf16_row(x.data(), y.data(), n);
+      EXPECT_EQ(y.back(), 0xABCD) << k->isa << " wrote past n=" << n;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(y[size_t(i)], float_to_bf16(x[size_t(i)])) << k->isa << " i=" << i << " x=" << x[size_t(i)];
+      }
+    }
+  }
+}
+
 TEST(SimdKernels, HalfRowsMatchReference) {
   for (const auto* k : tables()) {
     for (auto [K, N] : std::vector<std::array<int64_t, 2>>{{1, 3}, {64, 37}, {100, 5}, {768, 9}}) {

@@ -5,7 +5,9 @@
 // (T(float(x))): equality, not a tolerance. Plus ATen's promotion with 16-bit
 // types and the conversions of _to_dim_order_copy, ties and NaN included.
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <string>
 
 #include "kernels/portable/dtype_dispatch.h"
 #include "kernels/portable/test/op_test_util.h"
@@ -77,6 +79,57 @@ TEST_P(HalfTest, Bf16ArithmeticRoundsOnce) {
     else EXPECT_EQ(got_rs[i], e_rs[i]) << i;
   }
   EXPECT_EQ(widened<BFloat16>(sg), e_sg);
+}
+
+// The broadcasts 16-bit LLM graphs make, on tensors past one block (512) and
+// past the threading threshold (65536 elements): a per-row scale [M, 1] (the
+// norm's rsqrt), a per-column weight [N] (the norm's weight), RoPE's table
+// [1, 1, S, D] against [1, H, S, D], a scalar-shaped tensor, and a residual
+// add / sub of equal shapes; each element the f32 result rounded once.
+TEST_P(HalfTest, Bf16BroadcastPatternsRoundOnce) {
+  const int64_t M = 96, N = 1030, H = 4, S = 40, D = 64;
+  auto values = [](int64_t n, float scale, float shift) {
+    F v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = r<BFloat16>(std::sin(0.37 * double(i) + shift) * scale);
+    return v;
+  };
+  const F x = values(M * N, 3.0f, 0.1f), y = values(M * N, 0.5f, 1.3f), row = values(M, 2.0f, 0.7f),
+          col = values(N, 1.5f, 2.1f), q = values(H * S * D, 1.0f, 0.3f), table = values(S * D, 1.0f, 0.9f);
+  auto* X = a.tensor<BFloat16>({M, N}, of<BFloat16>(x));
+  auto* Y = a.tensor<BFloat16>({M, N}, of<BFloat16>(y));
+  auto* Row = a.tensor<BFloat16>({M, 1}, of<BFloat16>(row));
+  auto* Col = a.tensor<BFloat16>({N}, of<BFloat16>(col));
+  auto* Q = a.tensor<BFloat16>({1, H, S, D}, of<BFloat16>(q));
+  auto* Table = a.tensor<BFloat16>({1, 1, S, D}, of<BFloat16>(table));
+  auto* One = a.tensor<BFloat16>({1, 1}, of<BFloat16>({0.75f}));
+  struct Case {
+    const char* op;
+    rt::EValue *lhs, *rhs;
+    std::vector<int64_t> shape;
+    std::function<float(int64_t)> want;  // f32 result at flat index i
+  };
+  const Case cases[] = {
+      {"aten::mul.out", X, Row, {M, N}, [&](int64_t i) { return x[size_t(i)] * row[size_t(i / N)]; }},
+      {"aten::mul.out", Col, X, {M, N}, [&](int64_t i) { return col[size_t(i % N)] * x[size_t(i)]; }},
+      {"aten::mul.out", Q, Table, {1, H, S, D}, [&](int64_t i) { return q[size_t(i)] * table[size_t(i % (S * D))]; }},
+      {"aten::mul.out", One, X, {M, N}, [&](int64_t i) { return 0.75f * x[size_t(i)]; }},
+      {"aten::add.out", X, Y, {M, N}, [&](int64_t i) { return x[size_t(i)] + y[size_t(i)]; }},
+      {"aten::sub.out", Y, Row, {M, N}, [&](int64_t i) { return y[size_t(i)] - row[size_t(i / N)]; }},
+  };
+  for (const Case& c : cases) {
+    auto* out = a.out(kBF16, c.shape);
+    const bool has_alpha = std::string(c.op) != "aten::mul.out";
+    if (has_alpha) {
+      HF2PTE_EXPECT_OK(run(c.op, {c.lhs, c.rhs, a.i(1), out, out}));
+    } else {
+      HF2PTE_EXPECT_OK(run(c.op, {c.lhs, c.rhs, out, out}));
+    }
+    const F got = widened<BFloat16>(out);
+    ASSERT_EQ(got.size(), size_t(out->tensor->numel())) << c.op;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i], r<BFloat16>(c.want(int64_t(i)))) << c.op << " at " << i;
+    }
+  }
 }
 
 // ATen promotion: bf16 + f32 -> f32, bf16 + f16 -> f32, bf16 * 2.0 stays bf16,

@@ -13,7 +13,9 @@
 //   matmul       a bandwidth-bound GEMV for M <= 4 (decode), cuBLAS otherwise;
 //   indexing     a row gather (embedding, index_select) and index_put_.
 //   conv/pool    2-D convolution as a tiled implicit GEMM (im2col on the fly,
-//                f32 accumulation); max pooling one thread per output.
+//                f32 accumulation); max pooling one thread per output;
+//   quantized    per-token int8 activation (de)quantization, an int8-weight
+//                warp-per-column linear, 8-/4-bit embedding gathers.
 //
 // Bad indices cannot be checked on the host without a sync; kernels skip the
 // element and record the node in DeviceContext::error_flag instead.
@@ -26,6 +28,7 @@
 #endif
 
 #include "backends/cuda/runtime/device/ops.h"
+#include "quant/per_token_qparams.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -2379,6 +2382,342 @@ Status launch_max_pool2d(DeviceContext& ctx, OpId op, std::span<const DevArg> a)
 }
 
 // ---------------------------------------------------------------------------
+// Quantized ops (quantized_decomposed, docs/quantization.md): per-token
+// dynamic activation quantization, the int8/int4-weight mixed linear, and the
+// 8-/4-bit embeddings, with the portable kernels' arithmetic
+// (src/kernels/portable/quantized.cpp).
+
+/// Rows of the last dim ("tokens") of `t`.
+int64_t token_rows(const DevTensor& t) {
+  const int64_t n = t.rank == 0 ? 1 : t.sizes[size_t(t.rank - 1)];
+  return n > 0 ? t.numel() / n : 0;
+}
+
+/// A required `ScalarType` argument that must be `want` (the quantized ops take int8 / float32 only).
+Status need_dtype_arg(OpId op, std::span<const DevArg> a, size_t i, const char* what, ScalarType want) {
+  HF2PTE_ASSIGN_OR_RETURN(std::optional<ScalarType> t, opt_dtype_arg(op, a, i, what));
+  if (!t || *t != want) {
+    return op_fail(ErrorCode::kNotSupported, op, "{} {}; only {}", what, t ? scalar_type_name(*t) : "None",
+                   scalar_type_name(want));
+  }
+  return Status::ok();
+}
+
+Status need_dtype(OpId op, const DevTensor& t, ScalarType want, const char* what) {
+  return need(t.dtype == want, op, what, t.dtype, std::string(scalar_type_name(want)).c_str());
+}
+
+/// Per-token scales (f64) and zero points (i64), one per row of `x`.
+Status need_token_params(OpId op, const DevTensor& x, const DevTensor& scale, const DevTensor& zp) {
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, scale, ScalarType::kDouble, "scales"));
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, zp, ScalarType::kLong, "zero_points"));
+  const int64_t rows = token_rows(x);
+  if (scale.numel() != rows || zp.numel() != rows) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "{} tokens but {} scales and {} zero points", rows, scale.numel(),
+                   zp.numel());
+  }
+  return Status::ok();
+}
+
+/// One block per token: its min and max (with 0), then upstream's parameters
+/// (quant/per_token_qparams.h, shared with the portable kernel).
+__global__ void token_qparams_kernel(const float* x, int64_t n, double* scale, int64_t* zero_point) {
+  __shared__ float lo_s[kThreads], hi_s[kThreads];
+  const float* row = x + int64_t(blockIdx.x) * n;
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    lo = fminf(lo, row[i]);
+    hi = fmaxf(hi, row[i]);
+  }
+  lo_s[threadIdx.x] = lo;
+  hi_s[threadIdx.x] = hi;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) {
+      lo_s[threadIdx.x] = fminf(lo_s[threadIdx.x], lo_s[threadIdx.x + s]);
+      hi_s[threadIdx.x] = fmaxf(hi_s[threadIdx.x], hi_s[threadIdx.x + s]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) quant::per_token_qparams(lo_s[0], hi_s[0], scale + blockIdx.x, zero_point + blockIdx.x);
+}
+
+Status launch_choose_qparams_per_token(DeviceContext& ctx, OpId op, std::span<const DevArg> a) {
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* x, tensor_arg(op, a, 0, "input"));
+  HF2PTE_RETURN_IF_ERROR(need_dtype_arg(op, a, 1, "dtype", ScalarType::kChar));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* scale, tensor_arg(op, a, 2, "scale_out"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* zp, tensor_arg(op, a, 3, "zero_point_out"));
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, *x, ScalarType::kFloat, "input"));
+  if (x->rank < 1) return op_fail(ErrorCode::kInvalidArgument, op, "input must have rank >= 1");
+  std::vector<int64_t> shape(x->shape().begin(), x->shape().end());
+  shape.back() = 1;
+  HF2PTE_RETURN_IF_ERROR(check_shape(op, *scale, shape));
+  HF2PTE_RETURN_IF_ERROR(check_shape(op, *zp, shape));
+  HF2PTE_RETURN_IF_ERROR(need_token_params(op, *x, *scale, *zp));
+  const int64_t rows = token_rows(*x);
+  if (rows == 0) return Status::ok();
+  if (rows > int64_t(INT32_MAX)) return op_fail(ErrorCode::kNotSupported, op, "{} tokens", rows);
+  token_qparams_kernel<<<unsigned(rows), kThreads, 0, ctx.stream>>>(static_cast<const float*>(x->data),
+                                                                      x->sizes[size_t(x->rank - 1)],
+                                                                      static_cast<double*>(scale->data),
+                                                                      static_cast<int64_t*>(zp->data));
+  return Status::ok();
+}
+
+struct TokenQuantParams {
+  const void* in;
+  void* out;
+  const double* scale;
+  const int64_t* zp;
+  int64_t n, total, qmin, qmax;
+};
+
+/// quantize_val: q = zp + round(x / scale) in f32 (the int32 zero point added
+/// as a float, as the portable kernel adds it), clamped to [qmin, qmax].
+__global__ void quantize_per_token_kernel(const TokenQuantParams p) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.total; i += step) {
+    const int64_t t = i / p.n;
+    const float inv = 1.0f / float(p.scale[t]);
+    const float q = float(int32_t(p.zp[t])) + rintf(__fmul_rn(inv, static_cast<const float*>(p.in)[i]));
+    const int64_t qi = isnan(q) ? p.qmin : int64_t(fminf(fmaxf(q, -9.2e18f), 9.2e18f));
+    static_cast<int8_t*>(p.out)[i] = int8_t(qi < p.qmin ? p.qmin : qi > p.qmax ? p.qmax : qi);
+  }
+}
+
+/// out = (q - zp) * float(scale).
+__global__ void dequantize_per_token_kernel(const TokenQuantParams p) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.total; i += step) {
+    const int64_t t = i / p.n;
+    const int32_t q = static_cast<const int8_t*>(p.in)[i];
+    static_cast<float*>(p.out)[i] = __fmul_rn(float(q - int32_t(p.zp[t])), float(p.scale[t]));
+  }
+}
+
+/// quantize_per_token(input, scales, zero_points, qmin, qmax, dtype, out) and
+/// dequantize_per_token(input, ..., dtype, output_dtype, out).
+Status launch_per_token(DeviceContext& ctx, OpId op, std::span<const DevArg> a) {
+  const bool quantize = op == OpId::QuantizePerTokenOut;
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* x, tensor_arg(op, a, 0, "input"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* scale, tensor_arg(op, a, 1, "scales"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* zp, tensor_arg(op, a, 2, "zero_points"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t qmin, int_arg(op, a, 3, "quant_min"));
+  HF2PTE_ASSIGN_OR_RETURN(int64_t qmax, int_arg(op, a, 4, "quant_max"));
+  HF2PTE_RETURN_IF_ERROR(need_dtype_arg(op, a, 5, "dtype", ScalarType::kChar));
+  if (!quantize) HF2PTE_RETURN_IF_ERROR(need_dtype_arg(op, a, 6, "output_dtype", ScalarType::kFloat));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* out, tensor_arg(op, a, quantize ? 6 : 7, "out"));
+  if (!(qmin < qmax && qmin >= -128 && qmax <= 127)) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "quant range [{}, {}] outside [-128, 127]", qmin, qmax);
+  }
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, *x, quantize ? ScalarType::kFloat : ScalarType::kChar, "input"));
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, *out, quantize ? ScalarType::kChar : ScalarType::kFloat, "out"));
+  HF2PTE_RETURN_IF_ERROR(need_token_params(op, *x, *scale, *zp));
+  HF2PTE_RETURN_IF_ERROR(check_shape(op, *out, x->shape()));
+  TokenQuantParams p{x->data, out->data, static_cast<const double*>(scale->data), static_cast<const int64_t*>(zp->data),
+                     x->rank == 0 ? 1 : x->sizes[size_t(x->rank - 1)], x->numel(), qmin, qmax};
+  if (p.total == 0) return Status::ok();
+  if (quantize) {
+    quantize_per_token_kernel<<<grid_for(ctx, p.total), kThreads, 0, ctx.stream>>>(p);
+  } else {
+    dequantize_per_token_kernel<<<grid_for(ctx, p.total), kThreads, 0, ctx.stream>>>(p);
+  }
+  return Status::ok();
+}
+
+struct MixedLinearParams {
+  const float* x;      ///< [M, K]
+  const int8_t* w;     ///< [N, K]
+  const float* scale;  ///< [N, G]
+  float* out;          ///< [M, N]
+  int64_t M, N, K, G, group;
+};
+
+constexpr int kMixedRows = 4;  ///< rows of x per warp (decode has 1)
+
+/// One warp per output column n and kMixedRows rows of x, then a warp sum per
+/// row; each product is scaled by its group's scale. `kBy4`: the lanes stream
+/// the weight row four int8 at a time (K and the group size multiples of 4,
+/// x 16-byte aligned), else one element each. Decode reads each weight byte
+/// once; prefill reads a row from L2 once per kMixedRows tokens.
+template <bool kBy4>
+__global__ void mixed_linear_kernel(const MixedLinearParams p) {
+  const int lane = threadIdx.x % 32;
+  const int64_t n = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int64_t m0 = int64_t(blockIdx.y) * kMixedRows;
+  if (n >= p.N) return;  // the whole warp: one column per warp
+  const int rows = int(min(int64_t(kMixedRows), p.M - m0));
+  float acc[kMixedRows] = {};
+  const float* srow = p.scale + n * p.G;
+  if constexpr (kBy4) {
+    const char4* wrow = reinterpret_cast<const char4*>(p.w + n * p.K);
+    for (int64_t k4 = lane; k4 < p.K / 4; k4 += 32) {
+      const char4 q = wrow[k4];
+      const float s = srow[(k4 * 4) / p.group];
+      const float w0 = float(q.x) * s, w1 = float(q.y) * s, w2 = float(q.z) * s, w3 = float(q.w) * s;
+      for (int r = 0; r < rows; ++r) {
+        const float4 xv = reinterpret_cast<const float4*>(p.x + (m0 + r) * p.K)[k4];
+        acc[r] += xv.x * w0 + xv.y * w1 + xv.z * w2 + xv.w * w3;
+      }
+    }
+  } else {
+    for (int64_t k = lane; k < p.K; k += 32) {
+      const float wv = float(p.w[n * p.K + k]) * srow[k / p.group];
+      for (int r = 0; r < rows; ++r) acc[r] += p.x[(m0 + r) * p.K + k] * wv;
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    float v = acc[r];
+    for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+    if (lane == 0) p.out[(m0 + r) * p.N + n] = v;
+  }
+}
+
+/// mixed_linear(input f32 [M, K], weight i8 [N, K], weight_scales f32 [N] or
+/// [N, G], weight_zero_points None, dtype f32 or None, out [M, N]).
+Status launch_mixed_linear(DeviceContext& ctx, OpId op, std::span<const DevArg> a) {
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* x, tensor_arg(op, a, 0, "input"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* w, tensor_arg(op, a, 1, "weight"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* scales, tensor_arg(op, a, 2, "weight_scales"));
+  if (a.size() < 6 || a[3].kind != ValueKind::kNone) {
+    return op_fail(ErrorCode::kNotSupported, op, "weight zero points are not supported");
+  }
+  HF2PTE_ASSIGN_OR_RETURN(std::optional<ScalarType> dtype, opt_dtype_arg(op, a, 4, "dtype"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* out, tensor_arg(op, a, 5, "out"));
+  if (dtype && *dtype != ScalarType::kFloat) {
+    return op_fail(ErrorCode::kNotSupported, op, "dtype {}; only float32", scalar_type_name(*dtype));
+  }
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, *x, ScalarType::kFloat, "input"));
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, *w, ScalarType::kChar, "weight"));
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, *scales, ScalarType::kFloat, "weight_scales"));
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, *out, ScalarType::kFloat, "out"));
+  if (x->rank != 2 || w->rank != 2 || (scales->rank != 1 && scales->rank != 2)) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "input {} and weight {} must be 2-D, scales {} 1-D or 2-D",
+                   shape_str(x->shape()), shape_str(w->shape()), shape_str(scales->shape()));
+  }
+  MixedLinearParams p{static_cast<const float*>(x->data), static_cast<const int8_t*>(w->data),
+                      static_cast<const float*>(scales->data), static_cast<float*>(out->data),
+                      x->sizes[0], w->sizes[0], x->sizes[1], scales->rank == 2 ? scales->sizes[1] : 1, 0};
+  if (w->sizes[1] != p.K || scales->sizes[0] != p.N || p.G < 1 || p.K % p.G != 0) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "input {} x weight {} with scales {}", shape_str(x->shape()),
+                   shape_str(w->shape()), shape_str(scales->shape()));
+  }
+  HF2PTE_RETURN_IF_ERROR(check_shape(op, *out, std::vector<int64_t>{p.M, p.N}));
+  p.group = p.K / p.G;
+  if (p.M == 0 || p.N == 0) return Status::ok();
+  if (p.K == 0) return cuda_check(cudaMemsetAsync(out->data, 0, size_t(p.M * p.N) * sizeof(float), ctx.stream), op,
+                                  "cudaMemsetAsync");
+  const int64_t row_blocks = ceil_div(p.M, kMixedRows);
+  if (row_blocks > 65535) return op_fail(ErrorCode::kNotSupported, op, "{} rows", p.M);
+  constexpr int kWarps = kThreads / 32;
+  const dim3 grid(unsigned(ceil_div(p.N, kWarps)), unsigned(row_blocks));
+  const bool by4 = p.K % 4 == 0 && p.group % 4 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(p.w) % 4 == 0;
+  if (by4) {
+    mixed_linear_kernel<true><<<grid, kThreads, 0, ctx.stream>>>(p);
+  } else {
+    mixed_linear_kernel<false><<<grid, kThreads, 0, ctx.stream>>>(p);
+  }
+  return Status::ok();
+}
+
+struct QEmbeddingParams {
+  const uint8_t* w;  ///< [rows, row_bytes]
+  const float* scale;
+  const float* zp;   ///< or null
+  const void* idx;
+  bool idx32;
+  float* out;
+  int64_t count, dim, rows, row_bytes, G, group;
+  int bits;
+  int* flag;
+  int node;
+};
+
+/// out[i, j] = (q(idx[i], j) - zp) * scale[idx[i], j / group]; 4-bit values
+/// are upstream's embedding_4bit packing (even column in the high nibble, +8).
+__global__ void quantized_embedding_kernel(const QEmbeddingParams p) {
+  const int64_t total = p.count * p.dim;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += step) {
+    const int64_t i = t / p.dim, j = t % p.dim;
+    const int64_t v = p.idx32 ? int64_t(static_cast<const int32_t*>(p.idx)[i]) : static_cast<const int64_t*>(p.idx)[i];
+    if (v < 0 || v >= p.rows) {
+      if (j == 0) flag_error(p.flag, p.node);
+      continue;
+    }
+    const uint8_t* row = p.w + v * p.row_bytes;
+    int32_t q;
+    if (p.bits == 8) {
+      q = int32_t(int8_t(row[j]));
+    } else {
+      const uint8_t b = row[j / 2];
+      q = int32_t(j % 2 == 0 ? b >> 4 : b & 0xF) - 8;
+    }
+    const int64_t s = v * p.G + j / p.group;
+    const float zp = p.zp ? p.zp[s] : 0.0f;
+    p.out[t] = __fmul_rn(__fsub_rn(float(q), zp), p.scale[s]);
+  }
+}
+
+/// embedding_byte / embedding_4bit(weight, weight_scales, weight_zero_points?,
+/// quant_min, quant_max, indices, out).
+Status launch_quantized_embedding(DeviceContext& ctx, OpId op, std::span<const DevArg> a) {
+  const int bits = op == OpId::EmbeddingByteOut ? 8 : 4;
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* w, tensor_arg(op, a, 0, "weight"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* scales, tensor_arg(op, a, 1, "weight_scales"));
+  const DevTensor* zps = nullptr;
+  if (a.size() > 2 && a[2].kind != ValueKind::kNone) {
+    HF2PTE_ASSIGN_OR_RETURN(zps, tensor_arg(op, a, 2, "weight_zero_points"));
+  }
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* indices, tensor_arg(op, a, 5, "indices"));
+  HF2PTE_ASSIGN_OR_RETURN(const DevTensor* out, tensor_arg(op, a, 6, "out"));
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, *w, bits == 8 ? ScalarType::kChar : ScalarType::kByte, "weight"));
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, *scales, ScalarType::kFloat, "weight_scales"));
+  HF2PTE_RETURN_IF_ERROR(need_dtype(op, *out, ScalarType::kFloat, "out"));
+  HF2PTE_RETURN_IF_ERROR(need(is_index_dt(indices->dtype), op, "indices", indices->dtype, "i64, i32"));
+  if (w->rank != 2 || (scales->rank != 1 && scales->rank != 2)) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "weight {} must be 2-D and scales {} 1-D or 2-D",
+                   shape_str(w->shape()), shape_str(scales->shape()));
+  }
+  if (zps != nullptr) {
+    HF2PTE_RETURN_IF_ERROR(need_dtype(op, *zps, ScalarType::kFloat, "weight_zero_points"));
+    if (zps->numel() != scales->numel()) {
+      return op_fail(ErrorCode::kInvalidArgument, op, "{} zero points for {} scales", zps->numel(), scales->numel());
+    }
+  }
+  QEmbeddingParams p{};
+  p.rows = w->sizes[0];
+  p.row_bytes = w->sizes[1];
+  p.dim = p.row_bytes * (8 / bits);
+  p.G = scales->rank == 2 ? scales->sizes[1] : 1;
+  if (scales->sizes[0] != p.rows || p.G < 1 || p.dim % p.G != 0) {
+    return op_fail(ErrorCode::kInvalidArgument, op, "scales {} for weight {}", shape_str(scales->shape()),
+                   shape_str(w->shape()));
+  }
+  if (indices->rank >= kMaxDims) {
+    return op_fail(ErrorCode::kNotSupported, op, "indices of rank {}", indices->rank);
+  }
+  std::vector<int64_t> shape(indices->shape().begin(), indices->shape().end());
+  shape.push_back(p.dim);
+  HF2PTE_RETURN_IF_ERROR(check_shape(op, *out, shape));
+  p.w = static_cast<const uint8_t*>(w->data);
+  p.scale = static_cast<const float*>(scales->data);
+  p.zp = zps ? static_cast<const float*>(zps->data) : nullptr;
+  p.idx = indices->data;
+  p.idx32 = indices->dtype == ScalarType::kInt;
+  p.out = static_cast<float*>(out->data);
+  p.count = indices->numel();
+  p.group = p.dim / p.G;
+  p.bits = bits;
+  p.flag = ctx.error_flag;
+  p.node = ctx.node_index;
+  if (p.count == 0 || p.dim == 0) return Status::ok();
+  quantized_embedding_kernel<<<grid_for(ctx, p.count * p.dim), kThreads, 0, ctx.stream>>>(p);
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------
 // The table.
 
 struct LauncherRow {
@@ -2428,6 +2767,12 @@ constexpr LauncherRow kLaunchers[] = {
     {OpId::ExpandCopyOut, launch_expand},
     {OpId::ConvolutionOut, launch_convolution},
     {OpId::MaxPool2dWithIndicesOut, launch_max_pool2d},
+    {OpId::ChooseQparamsPerTokenAsymmetricOut, launch_choose_qparams_per_token},
+    {OpId::QuantizePerTokenOut, launch_per_token},
+    {OpId::DequantizePerTokenOut, launch_per_token},
+    {OpId::MixedLinearOut, launch_mixed_linear},
+    {OpId::EmbeddingByteOut, launch_quantized_embedding},
+    {OpId::Embedding4bitOut, launch_quantized_embedding},
 };
 
 }  // namespace

@@ -63,6 +63,9 @@ HostData make(ST dt, std::vector<int64_t> sizes, const std::vector<double>& valu
       case ST::kLong: { const int64_t x = int64_t(v); std::memcpy(p, &x, 8); break; }
       case ST::kInt: { const int32_t x = int32_t(v); std::memcpy(p, &x, 4); break; }
       case ST::kBool: *p = v != 0 ? 1 : 0; break;
+      case ST::kChar: { const int8_t x = int8_t(v); std::memcpy(p, &x, 1); break; }
+      case ST::kByte: *p = uint8_t(v); break;
+      case ST::kDouble: std::memcpy(p, &v, 8); break;
       default: ADD_FAILURE() << "test helper: unsupported dtype"; break;
     }
   }
@@ -82,6 +85,9 @@ std::vector<double> values_of(const HostData& d) {
       case ST::kLong: { int64_t x; std::memcpy(&x, p, 8); out[i] = double(x); break; }
       case ST::kInt: { int32_t x; std::memcpy(&x, p, 4); out[i] = x; break; }
       case ST::kBool: out[i] = *p != 0; break;
+      case ST::kChar: out[i] = double(int8_t(*p)); break;
+      case ST::kByte: out[i] = double(*p); break;
+      case ST::kDouble: std::memcpy(&out[i], p, 8); break;
       default: break;
     }
   }
@@ -93,7 +99,8 @@ HostData random_data(ST dt, std::vector<int64_t> sizes, uint32_t seed, double lo
   std::mt19937 gen(seed);
   std::uniform_real_distribution<double> dist(lo, hi);
   std::vector<double> v(size_t(numel_of(sizes)));
-  for (double& x : v) x = (dt == ST::kLong || dt == ST::kInt || dt == ST::kBool) ? std::floor(dist(gen)) : dist(gen);
+  const bool integral = dt == ST::kLong || dt == ST::kInt || dt == ST::kBool || dt == ST::kChar || dt == ST::kByte;
+  for (double& x : v) x = integral ? std::floor(dist(gen)) : dist(gen);
   return make(dt, std::move(sizes), v);
 }
 
@@ -232,6 +239,12 @@ class ProgramBuilder {
     return value(v);
   }
   uint32_t v_none() { return value(ValueInfo{}); }
+  uint32_t v_dtype(ST t) {
+    ValueInfo v;
+    v.kind = ValueKind::kScalarType;
+    v.scalar_type = t;
+    return value(v);
+  }
 
   void node(OpId op, std::vector<uint32_t> args, std::string name = "") {
     p_.nodes.push_back({op, std::move(args), name.empty() ? "node" + std::to_string(p_.nodes.size()) : name});
@@ -549,6 +562,74 @@ TEST(CudaDeviceTest, Bmm) {
     k.b.node(OpId::BmmOut, {a, b, k.out(ST::kFloat, {3, 8, 12})});
     k.check(Tol{1e-4, 1e-5, true});
   }
+}
+
+// ---------------------------------------------------------------------------
+// Quantized ops (--qlinear / --qembedding programs): bit-exact except the
+// mixed linear's summation order.
+
+TEST(CudaDeviceTest, ChooseQparamsPerToken) {
+  SKIP_WITHOUT_DEVICE();
+  Case k;
+  // Rows: mixed signs, all positive, all zero (scale 0.1), tiny (scale raised to 6.1e-5).
+  std::vector<double> v;
+  std::mt19937 gen(90);
+  std::uniform_real_distribution<double> d(-3, 2);
+  for (int i = 0; i < 40; ++i) v.push_back(d(gen));
+  for (int i = 0; i < 40; ++i) v.push_back(std::abs(d(gen)));
+  for (int i = 0; i < 40; ++i) v.push_back(0.0);
+  for (int i = 0; i < 40; ++i) v.push_back(d(gen) * 1e-5);
+  const uint32_t x = k.in(make(ST::kFloat, {4, 40}, v));
+  k.b.node(OpId::ChooseQparamsPerTokenAsymmetricOut,
+           {x, k.b.v_dtype(ST::kChar), k.out(ST::kDouble, {4, 1}), k.out(ST::kLong, {4, 1})});
+  k.check(kExact);
+}
+
+TEST(CudaDeviceTest, QuantizeAndDequantizePerToken) {
+  SKIP_WITHOUT_DEVICE();
+  Case k;
+  const uint32_t x = k.in(random_data(ST::kFloat, {3, 50}, 91, -4, 3));
+  const uint32_t s = k.in(make(ST::kDouble, {3, 1}, {7.0 / 255, 0.02, 1e-3}));  // the last row saturates
+  const uint32_t z = k.in(make(ST::kLong, {3, 1}, {18, -3, 0}));
+  k.b.node(OpId::QuantizePerTokenOut, {x, s, z, k.b.v_int(-128), k.b.v_int(127), k.b.v_dtype(ST::kChar),
+                                       k.out(ST::kChar, {3, 50})});
+  const uint32_t q = k.in(random_data(ST::kChar, {3, 50}, 92, -128, 128));
+  k.b.node(OpId::DequantizePerTokenOut, {q, s, z, k.b.v_int(-128), k.b.v_int(127), k.b.v_dtype(ST::kChar),
+                                         k.b.v_dtype(ST::kFloat), k.out(ST::kFloat, {3, 50})});
+  k.check(kExact);
+}
+
+TEST(CudaDeviceTest, MixedLinear) {
+  SKIP_WITHOUT_DEVICE();
+  struct Shape {
+    int64_t M, N, K, G;  // G scales per row (1 = per channel)
+  };
+  // group 32 decode, per-channel prefill rows beyond one warp's 4, an odd K (scalar path)
+  for (const Shape sh : {Shape{1, 40, 64, 2}, Shape{6, 33, 128, 1}, Shape{2, 5, 30, 1}}) {
+    Case k;
+    const uint32_t x = k.in(random_data(ST::kFloat, {sh.M, sh.K}, 93));
+    const uint32_t w = k.weight(random_data(ST::kChar, {sh.N, sh.K}, 94, -8, 8));
+    const std::vector<int64_t> ssizes = sh.G == 1 ? std::vector<int64_t>{sh.N} : std::vector<int64_t>{sh.N, sh.G};
+    const uint32_t sc = k.weight(random_data(ST::kFloat, ssizes, 95, 0.01, 0.2));
+    k.b.node(OpId::MixedLinearOut, {x, w, sc, k.b.v_none(), k.b.v_none(), k.out(ST::kFloat, {sh.M, sh.N})});
+    k.check(Tol{1e-5, 1e-5, true});
+  }
+}
+
+TEST(CudaDeviceTest, QuantizedEmbeddings) {
+  SKIP_WITHOUT_DEVICE();
+  Case k;
+  const uint32_t w8 = k.weight(random_data(ST::kChar, {10, 8}, 96, -128, 128));
+  const uint32_t s8 = k.weight(random_data(ST::kFloat, {10}, 97, 0.01, 0.1));
+  const uint32_t idx = k.in(make(ST::kLong, {2, 2}, {9, 0, 3, 3}));
+  k.b.node(OpId::EmbeddingByteOut, {w8, s8, k.b.v_none(), k.b.v_int(-128), k.b.v_int(127), idx,
+                                    k.out(ST::kFloat, {2, 2, 8})});
+  const uint32_t w4 = k.weight(random_data(ST::kByte, {6, 4}, 98, 0, 256));  // 8 values per row
+  const uint32_t s4 = k.weight(random_data(ST::kFloat, {6, 2}, 99, 0.01, 0.1));  // groups of 4
+  const uint32_t idx4 = k.in(make(ST::kInt, {3}, {5, 0, 2}));
+  k.b.node(OpId::Embedding4bitOut, {w4, s4, k.b.v_none(), k.b.v_int(-8), k.b.v_int(7), idx4,
+                                    k.out(ST::kFloat, {3, 8})});
+  k.check(kExact);
 }
 
 // ---------------------------------------------------------------------------
@@ -927,7 +1008,8 @@ TEST(CudaDeviceTest, EveryCudaOpIsTested) {
       OpId::SoftmaxOut, OpId::MmOut, OpId::BmmOut, OpId::AddmmOut, OpId::EmbeddingOut, OpId::IndexSelectOut,
       OpId::IndexPut_, OpId::ViewCopyOut, OpId::PermuteCopyOut, OpId::SliceCopyTensorOut, OpId::CatOut,
       OpId::CloneOut, OpId::ToDimOrderCopyOut, OpId::ExpandCopyOut, OpId::ConvolutionOut,
-      OpId::MaxPool2dWithIndicesOut,
+      OpId::MaxPool2dWithIndicesOut, OpId::ChooseQparamsPerTokenAsymmetricOut, OpId::QuantizePerTokenOut,
+      OpId::DequantizePerTokenOut, OpId::MixedLinearOut, OpId::EmbeddingByteOut, OpId::Embedding4bitOut,
   };
   for (OpId op : kCudaOps) {
     EXPECT_NE(std::find(std::begin(kTested), std::end(kTested), op), std::end(kTested))

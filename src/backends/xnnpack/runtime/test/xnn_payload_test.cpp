@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -337,6 +338,42 @@ TEST(XnnOps, Fp16GraphRoundsEachResultToHalf) {
   EXPECT_EQ(counts["XNNFullyConnected"], 1u);
 }
 
+// A Conv2d wide and large enough for Winograd F(2x2, 3x3) (kernels::winograd_pays:
+// 128 input channels, 16x16 outputs), with the ReLU clamp: the direct sum.
+TEST(XnnOps, WideThreeByThreeConvolution) {
+  const uint32_t H = 16, W = 16, C = 128, O = 8;
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> xv(H * W * C), wv(O * 9 * C), bv(O);
+  for (auto* v : {&xv, &wv, &bv}) for (auto& f : *v) f = d(gen);
+  PayloadBuilder b;
+  uint32_t x = b.input({1, H, W, C});
+  uint32_t w = b.value({O, 3, 3, C}, kInvalidId, 0, wv), bias = b.value({O}, kInvalidId, 0, bv);
+  uint32_t y = b.output({1, H, W, O});
+  b.node(fb::XNodeUnion::XNNConv2d,
+         fb::CreateNodeConv(b.fbb(), 1, 1, 1, 1, 3, 3, 1, 1, 1, 1, C, O, 1, 0, 0, x, w, bias, y, 0).Union(), true, 0.0f,
+         std::numeric_limits<float>::infinity());
+  VectorBinder out;
+  auto st = run(b.finish(), {{{1, H, W, C}, xv}}, out);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  ASSERT_EQ(out.data[1].size(), size_t(H * W * O));
+  for (uint32_t oy = 0; oy < H; ++oy) {
+    for (uint32_t ox = 0; ox < W; ++ox) {
+      for (uint32_t o = 0; o < O; ++o) {
+        double acc = bv[o];
+        for (int i = 0; i < 3; ++i) {
+          for (int j = 0; j < 3; ++j) {
+            const int iy = int(oy) + i - 1, ix = int(ox) + j - 1;
+            if (iy < 0 || ix < 0 || iy >= int(H) || ix >= int(W)) continue;
+            for (uint32_t c = 0; c < C; ++c) acc += double(xv[(iy * W + ix) * C + c]) * wv[((o * 3 + i) * 3 + j) * C + c];
+          }
+        }
+        ASSERT_NEAR(out.data[1][(oy * W + ox) * O + o], std::max(acc, 0.0), 1e-4) << oy << " " << ox << " " << o;
+      }
+    }
+  }
+}
+
 TEST(XnnOps, AttentionShapedChain) {
   // q [2,2] x kᵀ -> softmax -> x v, with reshape/transpose/slice/concat around it.
   PayloadBuilder b;
@@ -551,27 +588,54 @@ TEST(XnnOps, ReshapeRejectsHostileShapes) {
 namespace hf2pte::xnn {
 namespace {
 
-TEST(XnnOps, DynamicQuantInt4FullyConnected) {
-  // fp32 -> qdint8 (per row) -> FC with a qcint4 filter [2, 3], scales [0.5, 0.25].
+/// x [1, 3] -> qdint8 (per row) -> FullyConnected with a qcint4 filter [2, 3]
+/// (rows [1, -2, 3] and [-8, 7, 0], scales [0.5, 0.25]) -> y [1, 2], with x
+/// and y fp16 inside the graph when `fp16` (upstream's fp16 8da4w form, run by
+/// XNNPACK's qd8-f16 kernels). Runs it on x = [0, 1, 2].
+std::vector<float> run_dynamic_int4_fc(bool fp16) {
   PayloadBuilder b;
+  const auto f16 = fb::XNNDatatype::fp16;
   uint32_t x = b.input({1, 3});
+  uint32_t xin = fp16 ? b.value({1, 3}, kInvalidId, 0, {}, f16) : x;
   auto tok = fb::CreatePerTokenDynamicQuant(b.fbb(), 1);
   uint32_t xq = b.qvalue(fb::XNNDatatype::qdint8, {1, 3}, fb::XNNQuantParams::PerTokenDynamicQuant, tok.Union());
   std::vector<float> scales = {0.5f, 0.25f};
   auto pc = fb::CreatePerChannelQuantDirect(b.fbb(), &scales, 0);
-  // rows [1, -2, 3] and [-8, 7, 0], +8, low nibble first, ic padded to even.
+  // +8, low nibble first, ic padded to even.
   uint32_t w = b.qvalue(fb::XNNDatatype::qcint4, {2, 3}, fb::XNNQuantParams::PerChannelQuant, pc.Union(),
                         {0x69, 0x0B, 0xF0, 0x08});
+  uint32_t yout = fp16 ? b.value({1, 2}, kInvalidId, 0, {}, f16) : kInvalidId;
   uint32_t y = b.output({1, 2});
-  b.unary(fb::XNodeUnion::XNNConvert, x, xq);
-  b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), xq, w, kInvalidId, y).Union());
+  if (fp16) b.unary(fb::XNodeUnion::XNNConvert, x, xin);
+  b.unary(fb::XNodeUnion::XNNConvert, xin, xq);
+  b.node(fb::XNodeUnion::XNNFullyConnected,
+         fb::CreateFullyConnected(b.fbb(), xq, w, kInvalidId, fp16 ? yout : y).Union());
+  if (fp16) b.unary(fb::XNodeUnion::XNNConvert, yout, y);
   VectorBinder out;
   auto st = run(b.finish(), {{{1, 3}, {0, 1, 2}}}, out);
-  ASSERT_TRUE(st.is_ok()) << st.message();
-  // x row [0, 1, 2] quantizes with scale 2/255: 1 -> 128 steps = 1.0039.
-  const float x1 = 128.0f * 2.0f / 255.0f;
-  EXPECT_NEAR(out.data[1][0], (-2 * x1 + 3 * 2) * 0.5f, 1e-5);
-  EXPECT_NEAR(out.data[1][1], (7 * x1) * 0.25f, 1e-5);
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  return out.data[1];
+}
+
+// x row [0, 1, 2] quantizes with scale 2/255: 1 -> 128 steps = 1.0039.
+constexpr float kX1 = 128.0f * 2.0f / 255.0f;
+
+TEST(XnnOps, DynamicQuantInt4FullyConnected) {
+  const auto y = run_dynamic_int4_fc(false);
+  ASSERT_EQ(y.size(), 2u);
+  EXPECT_NEAR(y[0], (-2 * kX1 + 3 * 2) * 0.5f, 1e-5);
+  EXPECT_NEAR(y[1], (7 * kX1) * 0.25f, 1e-5);
+}
+
+// From fp16: the quantization reads the exact fp32 values and the result is
+// rounded once to fp16.
+TEST(XnnOps, DynamicQuantFromFp16) {
+  const auto h = [](float f) { return half_to_float(float_to_half(f)); };
+  const auto y = run_dynamic_int4_fc(true);
+  ASSERT_EQ(y.size(), 2u);
+  EXPECT_NEAR(y[0], h((-2 * kX1 + 3 * 2) * 0.5f), 1e-6);
+  EXPECT_NEAR(y[1], h((7 * kX1) * 0.25f), 1e-6);
+  EXPECT_NE(y[1], (7 * kX1) * 0.25f);  // really rounded to fp16
 }
 
 TEST(XnnOps, BlockwiseInt4FullyConnected) {

@@ -1,4 +1,4 @@
-#include "backends/xnnpack/runtime/weight_store.h"
+#include "runtime/weight_store.h"
 
 #include <sys/mman.h>
 
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <mutex>
 
-namespace hf2pte::xnn {
+namespace hf2pte::rt {
 
 namespace {
 
@@ -66,4 +66,4 @@ Result<WeightBlock> allocate_weights(size_t bytes) {
   return b;
 }
 
-}  // namespace hf2pte::xnn
+}  // namespace hf2pte::rt

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/xnnpack/runtime/weight_store.h"
+#include "runtime/weight_store.h"
 
-namespace hf2pte::xnn {
+namespace hf2pte::rt {
 namespace {
 
 TEST(WeightStore, BlocksAreAlignedDisjointAndKeepTheirBytes) {
@@ -51,4 +51,4 @@ TEST(WeightStore, PlacementIsInPlaceUnlessAsked) {
 }
 
 }  // namespace
-}  // namespace hf2pte::xnn
+}  // namespace hf2pte::rt

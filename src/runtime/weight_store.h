@@ -1,5 +1,7 @@
-// Opt-in placement of FullyConnected filters in transparent huge pages
-// (`--huge-pages`). Decode streams every filter once per token; the mapped
+// Opt-in placement of weights in transparent huge pages (`--huge-pages`):
+// XNNPACK's fp32/fp16 FullyConnected filters and the large constant tensors
+// of the portable kernels' programs (bf16 / fp16 / fp32 `--backend portable`).
+// Decode streams every weight once per token; the mapped
 // file and ordinary anonymous memory use 4 KiB pages, and over bench-1b's
 // 4.1 GB of filters their page walks cost ~20 % when the host's bandwidth is
 // high: 44.7-51.4 GB/s against 58.5-64.1 from huge pages, same process
@@ -16,13 +18,16 @@
 
 #include "core/status.h"
 
-namespace hf2pte::xnn {
+namespace hf2pte::rt {
 
-/// Where XnnpackBackend::init leaves fp32/fp16 FullyConnected filters.
+/// Where XnnpackBackend::init leaves fp32/fp16 FullyConnected filters and
+/// Method::load leaves constant tensors of at least kHugePageMinBytes.
 enum class WeightPlacement {
-  kInPlace,    ///< read from the program's mapped named data (default: instant load)
+  kInPlace,    ///< read from the program's mapped file (default: instant load)
   kHugePages,  ///< copied once into huge-page memory (slower load, faster decode on large models)
 };
+/// Smaller constants (norm weights, biases) stay in the mapped file.
+inline constexpr size_t kHugePageMinBytes = size_t(1) << 20;
 /// Process-wide; applies to programs loaded afterwards.
 void set_weight_placement(WeightPlacement p);
 WeightPlacement weight_placement();
@@ -36,4 +41,4 @@ struct WeightBlock {
 /// `bytes` of uninitialised weight storage. Thread-safe.
 Result<WeightBlock> allocate_weights(size_t bytes);
 
-}  // namespace hf2pte::xnn
+}  // namespace hf2pte::rt
