@@ -177,18 +177,6 @@ TEST(PassProperties, NonFiniteConstantsSurviveSerializationBitExactly) {
   std::filesystem::remove(path);
 }
 
-/// inspect --json of `pte`, forward method.
-nlohmann::ordered_json forward_json(const std::string& pte) {
-  auto file = pte::PteFile::open(pte);
-  EXPECT_TRUE(file.is_ok()) << file.status().message();
-  const auto j = pte::inspect_json(**file);
-  for (const auto& m : j["methods"]) {
-    if (m["name"] == "forward") return m;
-  }
-  ADD_FAILURE() << "no forward";
-  return {};
-}
-
 TEST(PassProperties, MutableBuffersAreNeverConstantAndConstantsKeepPlaceholderOrder) {
   for (Backend backend : {Backend::kPortable, Backend::kXnnpack}) {
     SCOPED_TRACE(backend_name(backend));

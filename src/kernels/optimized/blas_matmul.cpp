@@ -53,16 +53,19 @@ bool fast_path(const rt::EValue* v, int rank) {
 /// time to first token), while a large GEMM hides it.
 constexpr int64_t kDnnlMinMacs = int64_t(1) << 22;
 
+/// `any_size`: oneDNN whatever the block size (GemmLibrary::kLargeProgram).
 void sgemm_1t(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
-              int64_t ldb, float beta, float* C, int64_t ldc) {
+              int64_t ldb, float beta, float* C, int64_t ldc, bool any_size = false) {
 #ifdef HF2PTE_HAVE_DNNL
-  if (M * N * K >= kDnnlMinMacs) {
+  if (any_size || M * N * K >= kDnnlMinMacs) {
     // oneDNN threads with OpenMP: one thread per calling pool thread.
     thread_local bool single = (omp_set_num_threads(1), true);
     (void)single;
     dnnl_sgemm('N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
+#else
+  (void)any_size;
 #endif
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(M), int(N), int(K), alpha, A,
@@ -225,12 +228,13 @@ void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W
 }
 
 void gemm_f32_nt_1t(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* W, float* C, int64_t ldc,
-                    const float* bias) {
+                    const float* bias, GemmBlocks blocks) {
   if (M * N == 0) return;
   if (bias != nullptr) {
     for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, C + i * ldc);
   }
-  sgemm_1t(true, M, N, K, 1.0f, A, lda, W, K, bias != nullptr ? 1.0f : 0.0f, C, ldc);
+  sgemm_1t(true, M, N, K, 1.0f, A, lda, W, K, bias != nullptr ? 1.0f : 0.0f, C, ldc,
+           blocks == GemmBlocks::kInLargeProgram);
 }
 
 void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,

@@ -24,11 +24,21 @@ const char* gemm_engine();
 /// over row blocks, larger M a single-threaded sgemm per column block.
 void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias);
 
+/// Which library a small single-threaded block goes to. Blocks below 4M
+/// multiply-adds normally stay on OpenBLAS: oneDNN generates its kernels on
+/// its first call (~37 ms), which a small model's whole prefill must not pay.
+/// kInLargeProgram sends every block to oneDNN (where the build has it): for
+/// callers whose small blocks only occur next to large GEMMs that have paid
+/// that cost already (Winograd's 16 per-position products inside a
+/// convolutional network). The choice depends on the call site only, never on
+/// what ran before, so results stay reproducible.
+enum class GemmBlocks { kBySize, kInLargeProgram };
+
 /// gemm_f32_nt on the calling thread only (no pool), A and C with row
 /// strides lda and ldc: for callers that split the rows across the pool
 /// themselves (the NHWC convolution).
 void gemm_f32_nt_1t(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* W, float* C, int64_t ldc,
-                    const float* bias);
+                    const float* bias, GemmBlocks blocks = GemmBlocks::kBySize);
 
 /// gemm_f32_nt with W in fp16 (IEEE half, [N, K]): decode converts each row
 /// inside the dot product (half the bytes streamed); M > 1 converts each

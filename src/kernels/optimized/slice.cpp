@@ -3,15 +3,53 @@
 // (with --attention-span written, the per-layer K/V cache slices
 // [kv, 0:end, head_dim]). Anything else, and every error, is the portable
 // kernel's; the bounds come from the same slice_bounds (torch's rule).
+// Large copies are split across the thread pool.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <vector>
 
 #include "kernels/optimized/optimized_ops.h"
+#include "kernels/optimized/thread_pool.h"
 #include "kernels/portable/kernel_util.h"
 #include "kernels/portable/kernels.h"
 
 namespace hf2pte::kernels {
+
+namespace {
+
+/// Copies below this many bytes stay on the calling thread: waking the pool
+/// costs more than the copy.
+constexpr size_t kParallelCopyBytes = size_t(256) << 10;
+/// Byte chunks the pool splits a copy into (a multiple of the cache line).
+constexpr int64_t kCopyChunk = 64 << 10;
+
+/// dst[o * run + b] = src[o * src_stride + b] for o < outer, b < run: the
+/// runs one after the other, split in byte chunks across the pool when the
+/// copy is large (a decode step's K/V cache slices: one core's copy rate is
+/// well below what two read).
+void copy_runs(const uint8_t* src, size_t src_stride, uint8_t* dst, size_t run, int64_t outer) {
+  const size_t total = run * size_t(outer);
+  if (total < kParallelCopyBytes || pool_threads() == 1) {
+    for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + size_t(o) * run, src + size_t(o) * src_stride, run);
+    return;
+  }
+  // Chunk c covers output bytes [c * kCopyChunk, (c + 1) * kCopyChunk),
+  // possibly across several runs.
+  const int64_t chunks = int64_t((total + size_t(kCopyChunk) - 1) / size_t(kCopyChunk));
+  parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    size_t at = size_t(c0) * size_t(kCopyChunk);
+    const size_t stop = std::min(total, size_t(c1) * size_t(kCopyChunk));
+    while (at < stop) {
+      const size_t o = at / run, b = at % run;
+      const size_t n = std::min(run - b, stop - at);
+      std::memcpy(dst + at, src + o * src_stride + b, n);
+      at += n;
+    }
+  });
+}
+
+}  // namespace
 
 // [self, dim, start, end, step, out, ret]
 Status slice_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
@@ -42,11 +80,10 @@ Status slice_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   const size_t elem = element_size(self.dtype());
   const size_t run = size_t(len * inner) * elem;
   if (run > 0) {
-    const auto* src = static_cast<const uint8_t*>(self.raw_data());
+    const auto* src = static_cast<const uint8_t*>(self.raw_data()) + size_t(start * inner) * elem;
     auto* dst = static_cast<uint8_t*>(out.raw_data());
-    for (int64_t o = 0; o < outer; ++o) {
-      std::memcpy(dst + size_t(o) * run, src + (size_t(o * size + start) * size_t(inner)) * elem, run);
-    }
+    const size_t src_stride = size_t(size * inner) * elem;
+    copy_runs(src, src_stride, dst, run, outer);
   }
   if (args[6] != args[5]) *args[6] = *args[5];
   return Status::ok();

@@ -122,7 +122,7 @@ TEST(OpenAiResponse, ShapesFollowOpenAi) {
   auto err = json::parse(error_body(ApiError{404, "no such model", "invalid_request_error", "model", "model_not_found"}));
   EXPECT_EQ(err["error"]["message"], "no such model");
   EXPECT_EQ(err["error"]["code"], "model_not_found");
-  EXPECT_TRUE(json::parse(error_body(ApiError{400, "m"}))["error"]["param"].is_null());
+  EXPECT_TRUE(json::parse(error_body(ApiError{.status = 400, .message = "m"}))["error"]["param"].is_null());
 }
 
 }  // namespace
