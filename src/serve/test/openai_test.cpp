@@ -122,7 +122,9 @@ TEST(OpenAiResponse, ShapesFollowOpenAi) {
   auto err = json::parse(error_body(ApiError{404, "no such model", "invalid_request_error", "model", "model_not_found"}));
   EXPECT_EQ(err["error"]["message"], "no such model");
   EXPECT_EQ(err["error"]["code"], "model_not_found");
-  EXPECT_TRUE(json::parse(error_body(ApiError{.status = 400, .message = "m"}))["error"]["param"].is_null());
+  ApiError no_param;
+  no_param.message = "m";
+  EXPECT_TRUE(json::parse(error_body(no_param))["error"]["param"].is_null());
 }
 
 }  // namespace
