@@ -143,7 +143,9 @@ TEST(NoKvCache, ProgramCarriesUseKvCacheFalse) {
   EXPECT_TRUE(j["mutable_data_segments"].empty()) << j["mutable_data_segments"].dump();
   bool saw_config = false;
   for (const auto& m : j["methods"]) {
-    if (m["name"] == "forward") EXPECT_TRUE(m["mutable_buffers"].empty()) << m["mutable_buffers"].dump();
+    if (m["name"] == "forward") {
+      EXPECT_TRUE(m["mutable_buffers"].empty()) << m["mutable_buffers"].dump();
+    }
     if (m["name"] == "get_export_config") {
       saw_config = true;
       EXPECT_NE(m["constant"]["value"].get<std::string>().find(R"("use_kv_cache":false)"), std::string::npos);

@@ -733,7 +733,9 @@ TEST(XnnOps, QuantizedFullyConnectedKernelsMatchDequantizedMath) {
       ASSERT_NE(fc, nullptr);
       EXPECT_NE(fc->qfilter, nullptr) << "packed for the quantized kernels";
       EXPECT_TRUE(fc->weights.empty()) << "no dequantized float copy";
-      if (dynamic) EXPECT_TRUE(std::get<UnaryParams>(g->nodes.front().params).fused);
+      if (dynamic) {
+        EXPECT_TRUE(std::get<UnaryParams>(g->nodes.front().params).fused);
+      }
 
       VectorBinder out;
       auto st = run(blob, {{{M, K}, xs}}, out);
