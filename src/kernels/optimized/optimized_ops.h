@@ -13,17 +13,11 @@ namespace hf2pte::kernels {
 /// aten::_softmax.out, last-dim contiguous float32 (else portable).
 Status softmax_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
-}  // namespace hf2pte::kernels
-
-namespace hf2pte::kernels {
 
 /// aten::permute_copy.out for 4-byte dtypes: last dim kept, or the last two
 /// swapped (else portable).
 Status permute_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
-}  // namespace hf2pte::kernels
-
-namespace hf2pte::kernels {
 
 /// aten::mm.out / bmm.out / addmm.out: contiguous float32 through OpenBLAS
 /// sgemm, M = 1 through the SIMD GEMV (blas_matmul.cpp).
@@ -31,17 +25,11 @@ Status mm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 Status bmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 Status addmm_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
-}  // namespace hf2pte::kernels
-
-namespace hf2pte::kernels {
 
 /// aten::where.self_out: bool condition matching self's trailing dims, f32 /
 /// bf16 / f16 self, one-element other (the attention mask) (else portable).
 Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
-}  // namespace hf2pte::kernels
-
-namespace hf2pte::kernels {
 
 /// aten::convolution.out (2-D f32 NCHW): im2col + gemm_f32 per image and group.
 Status convolution_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
@@ -61,20 +49,15 @@ Status index_put_(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 /// llama::custom_sdpa.out reading the static cache in place (custom_sdpa.cpp).
 Status custom_sdpa_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
-}  // namespace hf2pte::kernels
-
-namespace hf2pte::kernels {
 
 /// aten::mul.Scalar_out, contiguous float32 (else portable).
 Status mul_scalar_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
 /// slice_copy.Tensor_out, step 1, contiguous self and out: one memcpy per
-/// outer index (the K/V cache slices of --attention-span written).
+/// outer index (the K/V cache slices of --attention-span written), large
+/// copies split across the pool.
 Status slice_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args);
 
-}  // namespace hf2pte::kernels
-
-namespace hf2pte::kernels {
 
 /// Elementwise ops on contiguous f32 / bf16 / f16 tensors in SIMD-widened
 /// blocks (floating_elementwise.cpp): add / sub (alpha 1) / mul with
