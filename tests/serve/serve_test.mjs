@@ -397,7 +397,11 @@ async function disconnect() {
     assert.equal(cut.length + completed, 8, s.lines.join('\n'));
     assert.ok(cut.length >= 4, `only ${cut.length} of 8 jobs were cut when their clients left\n${s.lines.join('\n')}`);
     assert.equal(m.hf2pte_jobs_cancelled_total - (before.hf2pte_jobs_cancelled_total ?? 0), cut.length);
-    for (const n of cut) assert.ok(n < maxTokens / 2, `a job ran on to ${n} tokens after its client left`);
+    // The client stops after 3 chunks; the server stops the job when a write
+    // to the closed socket fails. At ~0.1 ms a token, 300 tokens are ~30 ms of
+    // scheduling delay on a loaded 2-core machine (seen: 214 once, in a CI run
+    // beside other tests); a job the server does not stop runs to maxTokens.
+    for (const n of cut) assert.ok(n < (maxTokens * 3) / 4, `a job ran on to ${n} tokens after its client left`);
   });
   console.log(`serve disconnect report: ${JSON.stringify({ freed_after_last_abort_ms: freedMs, decode_step_ms: m.hf2pte_decode_step_seconds * 1000, tokens_when_cut: cut, completed_before_abort: completed })}`);
   await check('the server serves on after the aborts', async () => {
