@@ -53,7 +53,7 @@ bool fast_path(const rt::EValue* v, int rank) {
 /// time to first token), while a large GEMM hides it.
 constexpr int64_t kDnnlMinMacs = int64_t(1) << 22;
 
-/// `any_size`: oneDNN whatever the block size (GemmLibrary::kLargeProgram).
+/// `any_size`: oneDNN whatever the block size (GemmBlocks::kInLargeProgram, gemm.h).
 void sgemm_1t(bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
               int64_t ldb, float beta, float* C, int64_t ldc, bool any_size = false) {
 #ifdef HF2PTE_HAVE_DNNL
