@@ -146,7 +146,7 @@ void bench_conv(int threads) {
       {"s4 1x1 2048->512", 7, 2048, 512, 1, 1, 2},    {"s4 3x3 512->512", 7, 512, 512, 3, 1, 2},
       {"s4 1x1 512->2048", 7, 512, 2048, 1, 1, 3},
   };
-  std::printf("\nNHWC conv at ResNet-50 shapes, %d threads       GFLOP/s   sgemm-only   ms x layers   winograd ms\n",
+  std::printf("\nNHWC conv at ResNet-50 shapes, %d threads       GFLOP/s   sgemm-only   ms x layers   packed ms   winograd ms\n",
               threads);
   double total_ms = 0, total_flop = 0;
   for (const Conv& c : convs) {
@@ -174,7 +174,12 @@ void bench_conv(int threads) {
       openblas_set_num_threads(1);
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    // What the XNNPACK runtime runs for this layer: Winograd F(2x2, 3x3) where it applies.
+    // The packed-filter tiles (AVX-512 CPUs), and Winograd F(2x2, 3x3) where it applies.
+    double packed = 0;
+    if (packed_conv_available()) {
+      const PackedConvFilter pf = pack_conv_filter(f.data(), bias.data(), c.cout, c.k, c.k, c.cin);
+      packed = best_seconds(5, [&] { conv2d_packed_nhwc_f32(w, pf, x.data(), nullptr, 0.0f, 1e30f, y.data()); });
+    }
     double wino = 0;
     if (winograd_applies(w, 1)) {
       const WinogradFilter wf = winograd_filter_3x3(f.data(), c.cout, c.cin);
@@ -182,11 +187,13 @@ void bench_conv(int threads) {
         conv2d_3x3_winograd_nhwc_f32(w, wf, x.data(), bias.data(), nullptr, 0.0f, 1e30f, y.data());
       });
     }
-    total_ms += (wino > 0 && winograd_pays(w, c.cin) ? wino : ours) * 1e3 * c.count;
+    const double direct = packed > 0 ? packed : ours;  // what the XNNPACK runtime runs
+    total_ms += (wino > 0 && winograd_pays(w, c.cin) ? wino : direct) * 1e3 * c.count;
     total_flop += flop * c.count;
     std::printf("  %-22s %6lldx%-4lld %8.1f %10.1f %9.2f x %d", c.what, (long long)pixels, (long long)kdim,
                 flop / ours / 1e9, flop / blas / 1e9, ours * 1e3, c.count);
-    if (wino > 0) std::printf("   %9.2f", wino * 1e3);
+    std::printf("   %9.2f", packed * 1e3);
+    if (wino > 0) std::printf("   %11.2f", wino * 1e3);
     std::printf("\n");
   }
   std::printf("  all 53 convolutions (Winograd where it pays): %.1f ms, %.1f GFLOP/s of direct-convolution work\n",

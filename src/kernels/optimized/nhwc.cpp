@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/optimized/gemm.h"
+#include "kernels/optimized/simd_kernels.h"
 #include "kernels/optimized/thread_pool.h"
 
 namespace hf2pte::kernels {
@@ -175,6 +176,105 @@ void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t
       finish_rows(out + b * cout, res == nullptr ? nullptr : res + b * cout, (e - b) * cout, lo, hi);
     });
   }
+}
+
+int64_t PackedConvFilter::panels() const { return (cout + kConvPanel - 1) / kConvPanel; }
+
+const float* PackedConvFilter::panel(int64_t p) const {
+  return storage.data() + offset + p * row_len() * kConvPanel;
+}
+
+bool packed_conv_available() { return simd().conv_tile != nullptr; }
+
+PackedConvFilter pack_conv_filter(const float* w, const float* bias, int64_t cout, int64_t kernel_h, int64_t kernel_w,
+                                  int64_t cin) {
+  PackedConvFilter f;
+  f.cout = cout;
+  f.kernel_h = kernel_h;
+  f.kernel_w = kernel_w;
+  f.cin = cin;
+  const int64_t len = f.row_len(), panels = f.panels();
+  constexpr int64_t kAlignFloats = 64 / sizeof(float);
+  f.storage.assign(size_t(panels * len * kConvPanel + kAlignFloats), 0.0f);
+  const auto addr = reinterpret_cast<uintptr_t>(f.storage.data());
+  f.offset = size_t((64 - addr % 64) % 64 / sizeof(float));
+  float* dst = f.storage.data() + f.offset;
+  for (int64_t o = 0; o < cout; ++o) {
+    float* col = dst + (o / kConvPanel) * len * kConvPanel + o % kConvPanel;
+    const float* src = w + o * len;
+    for (int64_t r = 0; r < len; ++r) col[r * kConvPanel] = src[r];
+  }
+  f.bias.assign(size_t(panels * kConvPanel), 0.0f);
+  if (bias != nullptr) std::copy(bias, bias + cout, f.bias.begin());
+  return f;
+}
+
+void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, const float* x, const float* residual,
+                            float lo, float hi, float* y) {
+  const auto tile = simd().conv_tile;
+  const int64_t pixels = win.n * win.oh * win.ow, cout = f.cout, cin = f.cin;
+  if (pixels == 0 || cout == 0) return;
+  // A window row is one run of kernel_w * cin floats in NHWC when its taps
+  // are adjacent; with dilation each tap is its own run.
+  const bool row_runs = win.dilation_w == 1;
+  const int64_t taps = row_runs ? win.kernel_h : win.kernel_h * win.kernel_w;
+  const int64_t klen = row_runs ? win.kernel_w * cin : cin;
+  // Work items: (panel, chunk of 16 tiles), panel-major, so a thread's
+  // contiguous share of items keeps one panel in cache across its chunks.
+  constexpr int64_t kChunk = 16 * kConvTileRows;
+  const int64_t chunks = (pixels + kChunk - 1) / kChunk;
+  parallel_for(f.panels() * chunks, 1, [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> zeros, cut;  // a padding row; window rows cut by the edge
+    thread_local std::vector<const float*> rows;
+    if (int64_t(zeros.size()) < klen) zeros.assign(size_t(klen), 0.0f);
+    cut.resize(size_t(kConvTileRows * taps * klen));
+    rows.resize(size_t(kConvTileRows * taps));
+    for (int64_t it = b; it < e; ++it) {
+      const int64_t pnl = it / chunks, c0 = (it % chunks) * kChunk, c1 = std::min(pixels, c0 + kChunk);
+      const int64_t col = pnl * kConvPanel, nr = std::min(kConvPanel, cout - col);
+      for (int64_t p0 = c0; p0 < c1; p0 += kConvTileRows) {
+        const int64_t mr = std::min(kConvTileRows, c1 - p0);
+        for (int64_t m = 0; m < mr; ++m) {
+          const int64_t p = p0 + m;
+          const int64_t ox = p % win.ow, oy = (p / win.ow) % win.oh, n = p / (win.ow * win.oh);
+          const int64_t ix0 = ox * win.stride_w - win.pad_left;
+          for (int64_t i = 0; i < win.kernel_h; ++i) {
+            const int64_t iy = oy * win.stride_h - win.pad_top + i * win.dilation_h;
+            const bool row_in = iy >= 0 && iy < win.ih;
+            const float* src = row_in ? x + (n * win.ih + iy) * win.iw * cin : nullptr;
+            if (row_runs) {
+              const float*& slot = rows[size_t(i * mr + m)];
+              if (!row_in) {
+                slot = zeros.data();
+              } else if (ix0 >= 0 && ix0 + win.kernel_w <= win.iw) {
+                slot = src + ix0 * cin;
+              } else {
+                float* d = cut.data() + (m * taps + i) * klen;
+                for (int64_t j = 0; j < win.kernel_w; ++j) {
+                  const int64_t ix = ix0 + j;
+                  if (ix < 0 || ix >= win.iw) {
+                    std::memset(d + j * cin, 0, size_t(cin) * sizeof(float));
+                  } else {
+                    std::memcpy(d + j * cin, src + ix * cin, size_t(cin) * sizeof(float));
+                  }
+                }
+                slot = d;
+              }
+              continue;
+            }
+            for (int64_t j = 0; j < win.kernel_w; ++j) {
+              const int64_t ix = ix0 + j * win.dilation_w;
+              rows[size_t((i * win.kernel_w + j) * mr + m)] =
+                  row_in && ix >= 0 && ix < win.iw ? src + ix * cin : zeros.data();
+            }
+          }
+        }
+        const int64_t at = p0 * cout + col;
+        tile(mr, rows.data(), taps, klen, f.panel(pnl), f.bias.data() + col,
+             residual == nullptr ? nullptr : residual + at, cout, nr, lo, hi, y + at);
+      }
+    }
+  });
 }
 
 void depthwise_conv2d_nhwc_f32(const Window2d& win, int64_t c_in, int64_t multiplier, const float* x, const float* w,

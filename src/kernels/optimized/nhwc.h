@@ -4,6 +4,7 @@
 // writes it; output sizes are the caller's (computed from the same fields).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -35,6 +36,39 @@ int64_t window_output_size(int64_t in, int64_t pad_before, int64_t pad_after, in
 /// residual add and the clamp run on each block while it is in cache.
 void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t cout_g, const float* x,
                      const float* w, const float* bias, const float* residual, float lo, float hi, float* y);
+
+/// A groups-1 filter [cout, kernel_h, kernel_w, cin] repacked once, at load,
+/// for the CPU's conv_tile (simd_kernels.h): panels of kConvPanel output
+/// channels, each [kernel_h * kernel_w * cin][kConvPanel] (the last panel
+/// zero-padded), 64-byte aligned, so a tile streams its panel front to back;
+/// and the bias padded alike (zeros without one).
+struct PackedConvFilter {
+  PackedConvFilter() = default;
+  PackedConvFilter(PackedConvFilter&&) = default;  // moving keeps the storage, so the alignment
+  PackedConvFilter& operator=(PackedConvFilter&&) = default;
+  PackedConvFilter(const PackedConvFilter&) = delete;
+  int64_t cout = 0, kernel_h = 0, kernel_w = 0, cin = 0;
+  std::vector<float> storage;  ///< panels at storage.data() + offset
+  std::vector<float> bias;     ///< panels * kConvPanel floats
+  size_t offset = 0;
+  int64_t panels() const;
+  int64_t row_len() const { return kernel_h * kernel_w * cin; }
+  const float* panel(int64_t p) const;
+};
+/// Whether this CPU has a conv_tile (AVX-512): otherwise convolutions run
+/// as GEMMs over gathered patches (conv2d_nhwc_f32) and nothing is packed.
+bool packed_conv_available();
+PackedConvFilter pack_conv_filter(const float* w, const float* bias, int64_t cout, int64_t kernel_h, int64_t kernel_w,
+                                  int64_t cin);
+/// conv2d_nhwc_f32 (groups 1) over a packed filter: every tile of up to
+/// kConvTileRows output pixels x one panel reads its inputs in place through
+/// row pointers (a window row of kernel_w * cin contiguous floats when
+/// dilation_w is 1, else one tap), padding from a zero row and a window row
+/// cut by the image edge from a gathered copy; bias, residual and clamp are
+/// applied in registers. Tiles are split across the pool panel by panel.
+/// Requires packed_conv_available().
+void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, const float* x, const float* residual,
+                            float lo, float hi, float* y);
 
 /// A 3x3 filter [cout, 3, 3, cin] transformed for Winograd F(2x2, 3x3) once,
 /// at load: u[k][o][c] = (G g_{o,c} G^T)[k] for the 16 positions k (winograd.cpp).

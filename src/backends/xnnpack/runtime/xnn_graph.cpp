@@ -889,6 +889,10 @@ Status Compiler::add_conv(XNode& n, const fb::NodeConv* t, bool depthwise) {
       p.cin_g >= kernels::kWinogradMinInputChannels) {
     p.winograd = std::make_shared<const kernels::WinogradFilter>(kernels::winograd_filter_3x3(p.weights, cout, p.cin_g));
   }
+  if (pack_ && !depthwise && p.groups == 1 && kernels::packed_conv_available()) {
+    p.packed = std::make_shared<const kernels::PackedConvFilter>(kernels::pack_conv_filter(
+        p.weights, p.bias_f, cout, p.win.window.kernel_h, p.win.window.kernel_w, p.cin_g));
+  }
   n.params = p;
   return Status::ok();
 }

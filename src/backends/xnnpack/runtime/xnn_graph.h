@@ -178,6 +178,9 @@ struct ConvParams {
   /// 3x3 stride-1 convolutions: the filter transformed once for Winograd
   /// F(2x2, 3x3) (kernels/optimized/winograd.cpp), which then computes them.
   std::shared_ptr<const kernels::WinogradFilter> winograd;
+  /// Groups-1 convolutions on CPUs with a conv_tile: the filter and bias
+  /// repacked once into 64-channel panels (kernels::conv2d_packed_nhwc_f32).
+  std::shared_ptr<const kernels::PackedConvFilter> packed;
 };
 /// MaxPooling2d over an NHWC value.
 struct PoolParams {

@@ -861,6 +861,8 @@ Status Runner::exec(const XNode& n, const ConvParams& p) {
     kernels::depthwise_conv2d_nhwc_f32(w, cin, p.cout_g, in, p.weights, p.bias_f, n.out_min, n.out_max, out);
   } else if (p.winograd != nullptr && kernels::winograd_pays(w, cin)) {
     kernels::conv2d_3x3_winograd_nhwc_f32(w, *p.winograd, in, p.bias_f, residual, n.out_min, n.out_max, out);
+  } else if (p.packed != nullptr) {
+    kernels::conv2d_packed_nhwc_f32(w, *p.packed, in, residual, n.out_min, n.out_max, out);
   } else {
     kernels::conv2d_nhwc_f32(w, p.groups, p.cin_g, p.cout_g, in, p.weights, p.bias_f, residual, n.out_min, n.out_max,
                              out);

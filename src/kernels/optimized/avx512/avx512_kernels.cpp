@@ -429,9 +429,13 @@ float sum_row(const float* x, int64_t n) {
 
 }  // namespace
 
+// conv_tile_avx512.cpp
+void conv_tile(int64_t mr, const float* const* rows, int64_t taps, int64_t klen, const float* panel,
+               const float* bias, const float* res, int64_t ld, int64_t nr, float lo, float hi, float* y);
+
 const SimdKernels kKernels{"avx512",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
                            axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, gemv_h16<true>, gemv_h16<false>, bf16_to_float_row,
-                           sum_row, float_to_half_row, float_to_bf16_row};
+                           sum_row, float_to_half_row, float_to_bf16_row, conv_tile};
 }  // namespace avx512
 
 }  // namespace hf2pte::kernels

@@ -10,6 +10,7 @@
 
 #include "kernels/optimized/nhwc.h"
 #include "kernels/optimized/optimized_ops.h"
+#include "kernels/optimized/thread_pool.h"
 #include "kernels/portable/kernels.h"
 #include "kernels/portable/test/op_test_util.h"
 
@@ -150,6 +151,89 @@ TEST(NhwcKernels, ConvolutionAndMaxPoolMatchPortableKernels) {
     max_pool2d_nhwc_f32(win, s.C, to_nhwc(x, s.C, s.H, s.W).data(), -std::numeric_limits<float>::infinity(),
                         std::numeric_limits<float>::infinity(), py.data());
     EXPECT_EQ(to_nchw(py, s.C, win.oh, win.ow), pwant) << "max pool C " << s.C << " K " << s.K;
+  }
+}
+
+/// The convolution by its definition, accumulated in double: y[n, oy, ox, o] over
+/// an NHWC input and an [O, K, K, C] filter (groups 1), bias, residual, clamp.
+std::vector<float> conv_by_definition(const Window2d& win, int64_t cin, int64_t cout, const std::vector<float>& x,
+                                      const std::vector<float>& w, const float* bias, const float* res, float lo,
+                                      float hi) {
+  std::vector<float> y(size_t(win.n * win.oh * win.ow * cout));
+  for (int64_t n = 0; n < win.n; ++n) {
+    for (int64_t oy = 0; oy < win.oh; ++oy) {
+      for (int64_t ox = 0; ox < win.ow; ++ox) {
+        for (int64_t o = 0; o < cout; ++o) {
+          double acc = bias == nullptr ? 0.0 : bias[o];
+          for (int64_t i = 0; i < win.kernel_h; ++i) {
+            const int64_t iy = oy * win.stride_h - win.pad_top + i * win.dilation_h;
+            for (int64_t j = 0; j < win.kernel_w; ++j) {
+              const int64_t ix = ox * win.stride_w - win.pad_left + j * win.dilation_w;
+              if (iy < 0 || iy >= win.ih || ix < 0 || ix >= win.iw) continue;
+              for (int64_t c = 0; c < cin; ++c) {
+                acc += double(x[size_t(((n * win.ih + iy) * win.iw + ix) * cin + c)]) *
+                       double(w[size_t(((o * win.kernel_h + i) * win.kernel_w + j) * cin + c)]);
+              }
+            }
+          }
+          const size_t at = size_t(((n * win.oh + oy) * win.ow + ox) * cout + o);
+          if (res != nullptr) acc += res[at];
+          y[at] = std::min(std::max(float(acc), lo), hi);
+        }
+      }
+    }
+  }
+  return y;
+}
+
+// The packed-filter tiles (AVX-512 CPUs) against the definition: stems with
+// few channels, window rows cut by every edge, strides, dilation (one tap
+// per row pointer), output channels that fill no panel / more than one,
+// pixel counts past a chunk and not a multiple of a tile, a batch of two,
+// bias / residual / clamp, at 1 and 3 threads (results do not depend on it).
+TEST(NhwcKernels, PackedConvolutionMatchesDefinition) {
+  if (!packed_conv_available()) GTEST_SKIP() << "this CPU has no conv_tile (AVX-512)";
+  struct P {
+    int64_t n, c, h, w, o, k, stride, pad, dil;
+  };
+  const P cases[] = {{1, 3, 23, 21, 64, 7, 2, 3, 1},  {1, 8, 9, 9, 70, 3, 1, 1, 1},   {2, 16, 13, 11, 5, 1, 1, 0, 1},
+                     {1, 24, 12, 14, 130, 1, 2, 0, 1}, {1, 6, 10, 11, 17, 3, 2, 2, 2}, {1, 4, 7, 5, 6, 5, 1, 2, 1},
+                     {1, 96, 14, 14, 64, 3, 1, 1, 1}};
+  Uniform vals(21);
+  const int threads_before = pool_threads();
+  for (const P& s : cases) {
+    Window2d win;
+    win.n = s.n;
+    win.ih = s.h;
+    win.iw = s.w;
+    win.kernel_h = win.kernel_w = s.k;
+    win.stride_h = win.stride_w = s.stride;
+    win.dilation_h = win.dilation_w = s.dil;
+    win.pad_top = win.pad_left = s.pad;
+    win.oh = window_output_size(s.h, s.pad, s.pad, s.k, s.stride, s.dil);
+    win.ow = window_output_size(s.w, s.pad, s.pad, s.k, s.stride, s.dil);
+    const auto x = vals(size_t(s.n * s.h * s.w * s.c)), w = vals(size_t(s.o * s.k * s.k * s.c)), b = vals(size_t(s.o));
+    const size_t out_n = size_t(s.n * win.oh * win.ow * s.o);
+    const auto residual = vals(out_n);
+    for (bool epilogue : {false, true}) {
+      const float lo = epilogue ? 0.0f : -std::numeric_limits<float>::infinity();
+      const float hi = epilogue ? 2.5f : std::numeric_limits<float>::infinity();
+      const float* bias = epilogue ? b.data() : nullptr;
+      const float* res = epilogue ? residual.data() : nullptr;
+      const auto want = conv_by_definition(win, s.c, s.o, x, w, bias, res, lo, hi);
+      const PackedConvFilter f = pack_conv_filter(w.data(), bias, s.o, s.k, s.k, s.c);
+      for (int threads : {1, 3}) {
+        set_pool_threads(threads);
+        std::vector<float> got(out_n, -7.0f);
+        conv2d_packed_nhwc_f32(win, f, x.data(), res, lo, hi, got.data());
+        for (size_t i = 0; i < out_n; ++i) {
+          ASSERT_NEAR(got[i], want[i], 2e-5 * std::max(1.0f, std::abs(want[i])))
+              << "c " << s.c << " o " << s.o << " k " << s.k << " stride " << s.stride << " threads " << threads
+              << " at " << i;
+        }
+      }
+      set_pool_threads(threads_before);
+    }
   }
 }
 
