@@ -277,6 +277,19 @@ void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, cons
   });
 }
 
+void gemm_packed_panel_1t(int64_t r0, int64_t r1, const float* a, int64_t lda, const PackedConvFilter& f,
+                          int64_t panel, float* c, int64_t ldc) {
+  const auto tile = simd().conv_tile;
+  const int64_t col = panel * kConvPanel, nr = std::min(kConvPanel, f.cout - col);
+  const float* rows[kConvTileRows];
+  for (int64_t p0 = r0; p0 < r1; p0 += kConvTileRows) {
+    const int64_t mr = std::min(kConvTileRows, r1 - p0);
+    for (int64_t m = 0; m < mr; ++m) rows[m] = a + (p0 + m) * lda;
+    tile(mr, rows, 1, f.cin, f.panel(panel), f.bias.data() + col, nullptr, ldc, nr,
+         -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(), c + p0 * ldc + col);
+  }
+}
+
 void depthwise_conv2d_nhwc_f32(const Window2d& win, int64_t c_in, int64_t multiplier, const float* x, const float* w,
                                const float* bias, float lo, float hi, float* y) {
   const int64_t pixels = win.n * win.oh * win.ow, c = c_in * multiplier;

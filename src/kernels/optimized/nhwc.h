@@ -69,12 +69,20 @@ PackedConvFilter pack_conv_filter(const float* w, const float* bias, int64_t cou
 /// Requires packed_conv_available().
 void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, const float* x, const float* residual,
                             float lo, float hi, float* y);
+/// Rows [r0, r1) of c = a f^T (+ f's bias) for one panel of a 1x1 packed
+/// filter: a [rows, f.cin] with row stride lda, c's panel columns with row
+/// stride ldc. On the calling thread; for callers that split the work
+/// themselves (Winograd's per-position products).
+void gemm_packed_panel_1t(int64_t r0, int64_t r1, const float* a, int64_t lda, const PackedConvFilter& f,
+                          int64_t panel, float* c, int64_t ldc);
 
 /// A 3x3 filter [cout, 3, 3, cin] transformed for Winograd F(2x2, 3x3) once,
 /// at load: u[k][o][c] = (G g_{o,c} G^T)[k] for the 16 positions k (winograd.cpp).
 struct WinogradFilter {
   int64_t cout = 0, cin = 0;
-  std::vector<float> u;
+  std::vector<float> u;  ///< [16][cout][cin]; empty where `packed` holds it
+  /// On CPUs with a conv_tile: u[k] packed as a 1x1 filter, for k < 16.
+  std::vector<PackedConvFilter> packed;
 };
 /// Whether conv2d_3x3_winograd_nhwc_f32 computes this convolution: groups 1,
 /// a 3x3 window, stride 1, dilation 1 (any padding).

@@ -17,6 +17,7 @@
 
 #include "kernels/optimized/gemm.h"
 #include "kernels/optimized/nhwc.h"
+#include "kernels/optimized/simd_kernels.h"
 #include "kernels/optimized/thread_pool.h"
 
 namespace hf2pte::kernels {
@@ -103,6 +104,10 @@ WinogradFilter winograd_filter_3x3(const float* w, int64_t cout, int64_t cin) {
       }
     }
   }
+  if (packed_conv_available()) {
+    for (int k = 0; k < 16; ++k) f.packed.push_back(pack_conv_filter(f.u.data() + k * cout * cin, nullptr, cout, 1, 1, cin));
+    f.u = {};
+  }
   return f;
 }
 
@@ -142,7 +147,20 @@ void conv2d_3x3_winograd_nhwc_f32(const Window2d& win, const WinogradFilter& f, 
         input_tiles(d.data(), cin, v + t * cin, pass * cin);
       }
     });
-    // 2. m[k] = v[k] u[k]^T: 16 GEMMs [nt, cin] x [cin, cout], across the pool.
+    // 2. m[k] = v[k] u[k]^T: 16 GEMMs [nt, cin] x [cin, cout], across the pool:
+    // on the packed filters' tiles, items (k, panel, chunk of rows) ...
+    if (!f.packed.empty()) {
+      constexpr int64_t kChunk = 16 * kConvTileRows;
+      const int64_t chunks = (nt + kChunk - 1) / kChunk, panels = f.packed[0].panels();
+      parallel_for(16 * panels * chunks, 1, [&](int64_t b, int64_t e) {
+        for (int64_t it = b; it < e; ++it) {
+          const int64_t k = it / (panels * chunks), pnl = it / chunks % panels, r0 = it % chunks * kChunk;
+          gemm_packed_panel_1t(r0, std::min(nt, r0 + kChunk), v + k * pass * cin, cin, f.packed[size_t(k)], pnl,
+                               m + k * pass * cout, cout);
+        }
+      });
+    } else {
+    // ... else one single-threaded sgemm per position.
     parallel_for(16, 1, [&](int64_t b, int64_t e) {
       for (int64_t k = b; k < e; ++k) {
         // [49..512, >= 128] x [>= 128, cout]: below OpenBLAS's size limit, and
@@ -152,6 +170,7 @@ void conv2d_3x3_winograd_nhwc_f32(const Window2d& win, const WinogradFilter& f, 
                        nullptr, GemmBlocks::kInLargeProgram);
       }
     });
+    }
     // 3. y = A^T m A (+ bias, + residual, clamped) for the tile's in-bounds pixels.
     parallel_for(nt, 4, [&](int64_t b, int64_t e) {
       std::vector<float> rbuf(size_t(8 * cout));
