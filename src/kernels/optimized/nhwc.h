@@ -92,7 +92,9 @@ bool winograd_applies(const Window2d& win, int64_t groups);
 /// narrow or small convolutions stay direct. Measured with hf2pte_kernel_bench
 /// --conv at ResNet-50's shapes (AMD Zen 3, 2 threads): 56x56 64 channels
 /// 1.0-1.15x slower, 28x28 128 channels 1.25x faster, 14x14 256 channels
-/// 1.3-1.6x faster, 7x7 512 channels (16 tiles) 1.1-1.4x slower.
+/// 1.3-1.6x faster, 7x7 512 channels (16 tiles) 1.1-1.4x slower. With the
+/// packed tiles (Zen 5, 1 thread): 1.13x, 1.5x and 1.35x faster at the last
+/// three, so 16 tiles are enough there.
 bool winograd_pays(const Window2d& win, int64_t cin);
 /// The input channels below which winograd_pays never holds.
 inline constexpr int64_t kWinogradMinInputChannels = 128;
