@@ -405,12 +405,19 @@ inline __m512 byte_lane(__m512i v) {
   return _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * J), 24));
 }
 
-/// Signed int4 values (nibble - 8) of one 64-byte run: k = 8t + j in lo, 8t + 4 + j in hi.
-inline void signed_nibbles(const uint8_t* p, __m512i* lo, __m512i* hi) {
-  unpack_nibbles(_mm512_loadu_si512(p), lo, hi);
-  const __m512i eight = _mm512_set1_epi8(8);
-  *lo = _mm512_sub_epi8(*lo, eight);
-  *hi = _mm512_sub_epi8(*hi, eight);
+/// The int4 weights' values as floats, indexed by the stored nibble (value + 8).
+inline __m512 nibble_table() {
+  return _mm512_setr_ps(-8.f, -7.f, -6.f, -5.f, -4.f, -3.f, -2.f, -1.f, 0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f);
+}
+
+/// Nibble I (0..7, from the lowest bits) of every 32-bit lane as its weight
+/// value: vpermps reads only the low 4 bits of each index lane, so one shift
+/// and one table lookup replace unpacking, sign extension and conversion. In
+/// a panel's 32-bit lane, nibble 2j is k = 8t + j and nibble 2j + 1 is
+/// k = 8t + 4 + j (the low and high halves of byte j).
+template <int I>
+inline __m512 nibble_lane(__m512i v, __m512 table) {
+  return _mm512_permutexvar_ps(I == 0 ? v : _mm512_srli_epi32(v, 4 * I), table);
 }
 
 struct WoArgs {
@@ -426,15 +433,32 @@ inline void store_wo(const WoArgs& t, int64_t r, int64_t col0, __m512 v) {
   _mm512_mask_storeu_ps(t.y + r * t.w.n + col0, m, v);
 }
 
-/// acc[r][p] += x[r][k0 + J] * column values in byte J of `v[p]`.
+/// acc[r][p] += x[r][k0 + J] * wf[p].
 template <int MR, int P, int J>
-__attribute__((always_inline)) inline void fma_byte(const float* const* xr, int64_t k0, const __m512i (&v)[P], __m512 (&acc)[MR][P]) {
-  __m512 wf[P];
-  HF2PTE_UNROLL for (int p = 0; p < P; ++p) wf[p] = byte_lane<J>(v[p]);
+__attribute__((always_inline)) inline void fma_values(const float* const* xr, int64_t k0, const __m512 (&wf)[P],
+                                                      __m512 (&acc)[MR][P]) {
   HF2PTE_UNROLL for (int r = 0; r < MR; ++r) {
     const __m512 xv = _mm512_set1_ps(xr[r][k0 + J]);
     HF2PTE_UNROLL for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(xv, wf[p], acc[r][p]);
   }
+}
+
+/// acc[r][p] += x[r][k0 + J] * column values in byte J of `v[p]` (int8 panels).
+template <int MR, int P, int J>
+__attribute__((always_inline)) inline void fma_byte(const float* const* xr, int64_t k0, const __m512i (&v)[P], __m512 (&acc)[MR][P]) {
+  __m512 wf[P];
+  HF2PTE_UNROLL for (int p = 0; p < P; ++p) wf[p] = byte_lane<J>(v[p]);
+  fma_values<MR, P, J>(xr, k0, wf, acc);
+}
+
+/// acc[r][p] += x[r][k0 + J] * column values in nibble I of `v[p]` (int4
+/// panels; J is I's k offset: I / 2, + 4 for high nibbles).
+template <int MR, int P, int I>
+__attribute__((always_inline)) inline void fma_nibble(const float* const* xr, int64_t k0, const __m512i (&v)[P],
+                                                      __m512 table, __m512 (&acc)[MR][P]) {
+  __m512 wf[P];
+  HF2PTE_UNROLL for (int p = 0; p < P; ++p) wf[p] = nibble_lane<I>(v[p], table);
+  fma_values<MR, P, I / 2 + (I % 2) * 4>(xr, k0, wf, acc);
 }
 
 template <int MR, int P>
@@ -443,6 +467,20 @@ __attribute__((always_inline)) inline void fma_word(const float* const* xr, int6
   fma_byte<MR, P, 1>(xr, k0, v, acc);
   fma_byte<MR, P, 2>(xr, k0, v, acc);
   fma_byte<MR, P, 3>(xr, k0, v, acc);
+}
+
+/// The eight k of one int4 word, in k order (the order the byte path summed them).
+template <int MR, int P>
+__attribute__((always_inline)) inline void fma_nibble_word(const float* const* xr, int64_t k0, const __m512i (&v)[P],
+                                                           __m512 table, __m512 (&acc)[MR][P]) {
+  fma_nibble<MR, P, 0>(xr, k0, v, table, acc);
+  fma_nibble<MR, P, 2>(xr, k0, v, table, acc);
+  fma_nibble<MR, P, 4>(xr, k0, v, table, acc);
+  fma_nibble<MR, P, 6>(xr, k0, v, table, acc);
+  fma_nibble<MR, P, 1>(xr, k0, v, table, acc);
+  fma_nibble<MR, P, 3>(xr, k0, v, table, acc);
+  fma_nibble<MR, P, 5>(xr, k0, v, table, acc);
+  fma_nibble<MR, P, 7>(xr, k0, v, table, acc);
 }
 
 /// Weight-only tile over k range [k0, k1) of a run (int8 panel, int4 panel or one int4 block).
@@ -456,11 +494,11 @@ __attribute__((always_inline)) inline void wo_run(const WoArgs& t, const uint8_t
       fma_word<MR, P>(xr, kk, v, acc);
     }
   } else {
+    const __m512 table = nibble_table();
     for (int64_t kk = k0; kk < k1; kk += 8) {
-      __m512i lo[P], hi[P];
-      HF2PTE_UNROLL for (int p = 0; p < P; ++p) signed_nibbles(wp + p * t.w.panel_bytes + (kk - k0) * 8, &lo[p], &hi[p]);
-      fma_word<MR, P>(xr, kk, lo, acc);
-      fma_word<MR, P>(xr, kk + 4, hi, acc);
+      __m512i v[P];
+      HF2PTE_UNROLL for (int p = 0; p < P; ++p) v[p] = _mm512_loadu_si512(wp + p * t.w.panel_bytes + (kk - k0) * 8);
+      fma_nibble_word<MR, P>(xr, kk, v, table, acc);
     }
   }
 }
@@ -505,39 +543,58 @@ inline __m512 sum8(const __m512 (&a)[8]) {
                        _mm512_add_ps(_mm512_add_ps(a[4], a[5]), _mm512_add_ps(a[6], a[7])));
 }
 
-inline void gemv_wo_run(const QFilter& w, const uint8_t* wp, const float* x, int64_t k0, int64_t k1, __m512 (&a)[8]) {
-  if (w.kind == QFilterKind::kInt8) {
-    for (int64_t kk = k0; kk < k1; kk += 4) {
-      const __m512i v = _mm512_loadu_si512(wp + (kk - k0) * 16);
-      const int s = int((kk / 4) % 2) * 4;  // alternate halves of the accumulators
-      a[s + 0] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 0]), byte_lane<0>(v), a[s + 0]);
-      a[s + 1] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 1]), byte_lane<1>(v), a[s + 1]);
-      a[s + 2] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 2]), byte_lane<2>(v), a[s + 2]);
-      a[s + 3] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 3]), byte_lane<3>(v), a[s + 3]);
-    }
-    return;
+/// a[S + j] += x[kk + j] * byte j of each lane of v (one int8 word, 4 k).
+template <int S>
+__attribute__((always_inline)) inline void gemv_int8_word(__m512i v, const float* x, int64_t kk, __m512 (&a)[8]) {
+  a[S + 0] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 0]), byte_lane<0>(v), a[S + 0]);
+  a[S + 1] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 1]), byte_lane<1>(v), a[S + 1]);
+  a[S + 2] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 2]), byte_lane<2>(v), a[S + 2]);
+  a[S + 3] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 3]), byte_lane<3>(v), a[S + 3]);
+}
+
+// Inlined, with constant indices into a[], so the accumulators stay in
+// registers across an int4 filter's blocks.
+__attribute__((always_inline)) inline void gemv_int8_run(const uint8_t* wp, const float* x, int64_t k0, int64_t k1,
+                                                         __m512 (&a)[8]) {
+  // Even words (k / 4) into a[0..3], odd ones into a[4..7].
+  int64_t kk = k0;
+  for (; kk + 8 <= k1; kk += 8) {
+    gemv_int8_word<0>(_mm512_loadu_si512(wp + (kk - k0) * 16), x, kk, a);
+    gemv_int8_word<4>(_mm512_loadu_si512(wp + (kk - k0) * 16 + 64), x, kk + 4, a);
   }
+  if (kk < k1) gemv_int8_word<0>(_mm512_loadu_si512(wp + (kk - k0) * 16), x, kk, a);
+}
+
+__attribute__((always_inline)) inline void gemv_int4_run(const uint8_t* wp, const float* x, int64_t k0, int64_t k1,
+                                                         __m512 table, __m512 (&a)[8]) {
   for (int64_t kk = k0; kk < k1; kk += 8) {
-    __m512i lo, hi;
-    signed_nibbles(wp + (kk - k0) * 8, &lo, &hi);
-    a[0] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 0]), byte_lane<0>(lo), a[0]);
-    a[1] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 1]), byte_lane<1>(lo), a[1]);
-    a[2] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 2]), byte_lane<2>(lo), a[2]);
-    a[3] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 3]), byte_lane<3>(lo), a[3]);
-    a[4] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 4]), byte_lane<0>(hi), a[4]);
-    a[5] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 5]), byte_lane<1>(hi), a[5]);
-    a[6] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 6]), byte_lane<2>(hi), a[6]);
-    a[7] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 7]), byte_lane<3>(hi), a[7]);
+    __m512i v = _mm512_loadu_si512(wp + (kk - k0) * 8);
+    // One load into a register: GCC otherwise folds the load into each of
+    // the seven shifts, and the loads, not the arithmetic, set the pace.
+    asm("" : "+v"(v));
+    a[0] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 0]), nibble_lane<0>(v, table), a[0]);
+    a[1] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 1]), nibble_lane<2>(v, table), a[1]);
+    a[2] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 2]), nibble_lane<4>(v, table), a[2]);
+    a[3] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 3]), nibble_lane<6>(v, table), a[3]);
+    a[4] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 4]), nibble_lane<1>(v, table), a[4]);
+    a[5] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 5]), nibble_lane<3>(v, table), a[5]);
+    a[6] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 6]), nibble_lane<5>(v, table), a[6]);
+    a[7] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 7]), nibble_lane<7>(v, table), a[7]);
   }
 }
 
 void gemv_wo(const WoArgs& t, int64_t p) {
   const uint8_t* wp = t.w.data.data() + p * t.w.panel_bytes;
   const int64_t col0 = p * kQPanel;
+  const __m512 table = nibble_table();
   __m512 a[8];
-  for (auto& v : a) v = _mm512_setzero_ps();
+  HF2PTE_UNROLL for (int i = 0; i < 8; ++i) a[i] = _mm512_setzero_ps();
   if (t.w.kind != QFilterKind::kInt4Block) {
-    gemv_wo_run(t.w, wp, t.x, 0, t.w.kp, a);
+    if (t.w.kind == QFilterKind::kInt8) {
+      gemv_int8_run(wp, t.x, 0, t.w.kp, a);
+    } else {
+      gemv_int4_run(wp, t.x, 0, t.w.kp, table, a);
+    }
     store_wo(t, 0, col0, _mm512_mul_ps(sum8(a), _mm512_loadu_ps(t.w.scale.data() + col0)));
     return;
   }
@@ -545,8 +602,8 @@ void gemv_wo(const WoArgs& t, int64_t p) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < t.w.nblocks(); ++b) {
     const uint8_t* wb = wp + b * block_bytes;
-    for (auto& v : a) v = _mm512_setzero_ps();
-    gemv_wo_run(t.w, wb, t.x, b * g, (b + 1) * g, a);
+    HF2PTE_UNROLL for (int i = 0; i < 8; ++i) a[i] = _mm512_setzero_ps();
+    gemv_int4_run(wb, t.x, b * g, (b + 1) * g, table, a);
     acc = _mm512_fmadd_ps(sum8(a), load_bf16x16(wb + kQPanel * g / 2), acc);
   }
   store_wo(t, 0, col0, acc);
