@@ -178,11 +178,9 @@ void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t
   }
 }
 
-int64_t PackedConvFilter::panels() const { return (cout + kConvPanel - 1) / kConvPanel; }
+int64_t PackedConvFilter::panels() const { return (cout + width - 1) / width; }
 
-const float* PackedConvFilter::panel(int64_t p) const {
-  return storage.data() + offset + p * row_len() * kConvPanel;
-}
+const float* PackedConvFilter::panel(int64_t p) const { return storage.data() + offset + p * row_len() * width; }
 
 bool packed_conv_available() { return simd().conv_tile != nullptr; }
 
@@ -193,18 +191,19 @@ PackedConvFilter pack_conv_filter(const float* w, const float* bias, int64_t cou
   f.kernel_h = kernel_h;
   f.kernel_w = kernel_w;
   f.cin = cin;
-  const int64_t len = f.row_len(), panels = f.panels();
+  f.width = conv_panel_width(cout);
+  const int64_t len = f.row_len(), panels = f.panels(), width = f.width;
   constexpr int64_t kAlignFloats = 64 / sizeof(float);
-  f.storage.assign(size_t(panels * len * kConvPanel + kAlignFloats), 0.0f);
+  f.storage.assign(size_t(panels * len * width + kAlignFloats), 0.0f);
   const auto addr = reinterpret_cast<uintptr_t>(f.storage.data());
   f.offset = size_t((64 - addr % 64) % 64 / sizeof(float));
   float* dst = f.storage.data() + f.offset;
   for (int64_t o = 0; o < cout; ++o) {
-    float* col = dst + (o / kConvPanel) * len * kConvPanel + o % kConvPanel;
+    float* col = dst + (o / width) * len * width + o % width;
     const float* src = w + o * len;
-    for (int64_t r = 0; r < len; ++r) col[r * kConvPanel] = src[r];
+    for (int64_t r = 0; r < len; ++r) col[r * width] = src[r];
   }
-  f.bias.assign(size_t(panels * kConvPanel), 0.0f);
+  f.bias.assign(size_t(panels * width), 0.0f);
   if (bias != nullptr) std::copy(bias, bias + cout, f.bias.begin());
   return f;
 }
@@ -231,7 +230,7 @@ void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, cons
     rows.resize(size_t(kConvTileRows * taps));
     for (int64_t it = b; it < e; ++it) {
       const int64_t pnl = it / chunks, c0 = (it % chunks) * kChunk, c1 = std::min(pixels, c0 + kChunk);
-      const int64_t col = pnl * kConvPanel, nr = std::min(kConvPanel, cout - col);
+      const int64_t col = pnl * f.width, nr = std::min(f.width, cout - col);
       for (int64_t p0 = c0; p0 < c1; p0 += kConvTileRows) {
         const int64_t mr = std::min(kConvTileRows, c1 - p0);
         for (int64_t m = 0; m < mr; ++m) {
@@ -270,7 +269,7 @@ void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, cons
           }
         }
         const int64_t at = p0 * cout + col;
-        tile(mr, rows.data(), taps, klen, f.panel(pnl), f.bias.data() + col,
+        tile(mr, rows.data(), taps, klen, f.panel(pnl), f.width, f.bias.data() + col,
              residual == nullptr ? nullptr : residual + at, cout, nr, lo, hi, y + at);
       }
     }
@@ -280,12 +279,12 @@ void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, cons
 void gemm_packed_panel_1t(int64_t r0, int64_t r1, const float* a, int64_t lda, const PackedConvFilter& f,
                           int64_t panel, float* c, int64_t ldc) {
   const auto tile = simd().conv_tile;
-  const int64_t col = panel * kConvPanel, nr = std::min(kConvPanel, f.cout - col);
+  const int64_t col = panel * f.width, nr = std::min(f.width, f.cout - col);
   const float* rows[kConvTileRows];
   for (int64_t p0 = r0; p0 < r1; p0 += kConvTileRows) {
     const int64_t mr = std::min(kConvTileRows, r1 - p0);
     for (int64_t m = 0; m < mr; ++m) rows[m] = a + (p0 + m) * lda;
-    tile(mr, rows, 1, f.cin, f.panel(panel), f.bias.data() + col, nullptr, ldc, nr,
+    tile(mr, rows, 1, f.cin, f.panel(panel), f.width, f.bias.data() + col, nullptr, ldc, nr,
          -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(), c + p0 * ldc + col);
   }
 }

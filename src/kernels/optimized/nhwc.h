@@ -38,18 +38,20 @@ void conv2d_nhwc_f32(const Window2d& win, int64_t groups, int64_t cin_g, int64_t
                      const float* w, const float* bias, const float* residual, float lo, float hi, float* y);
 
 /// A groups-1 filter [cout, kernel_h, kernel_w, cin] repacked once, at load,
-/// for the CPU's conv_tile (simd_kernels.h): panels of kConvPanel output
-/// channels, each [kernel_h * kernel_w * cin][kConvPanel] (the last panel
-/// zero-padded), 64-byte aligned, so a tile streams its panel front to back;
-/// and the bias padded alike (zeros without one).
+/// for the CPU's conv_tile (simd_kernels.h): panels of `width` output
+/// channels (conv_panel_width: 64, or 16 / 32 for narrower layers), each
+/// [kernel_h * kernel_w * cin][width] (the last panel zero-padded), 64-byte
+/// aligned, so a tile streams its panel front to back; and the bias padded
+/// alike (zeros without one).
 struct PackedConvFilter {
   PackedConvFilter() = default;
   PackedConvFilter(PackedConvFilter&&) = default;  // moving keeps the storage, so the alignment
   PackedConvFilter& operator=(PackedConvFilter&&) = default;
   PackedConvFilter(const PackedConvFilter&) = delete;
   int64_t cout = 0, kernel_h = 0, kernel_w = 0, cin = 0;
+  int64_t width = 0;           ///< output channels per panel
   std::vector<float> storage;  ///< panels at storage.data() + offset
-  std::vector<float> bias;     ///< panels * kConvPanel floats
+  std::vector<float> bias;     ///< panels * width floats
   size_t offset = 0;
   int64_t panels() const;
   int64_t row_len() const { return kernel_h * kernel_w * cin; }

@@ -49,18 +49,23 @@ struct SimdKernels {
   /// y[i] = bf16(x[i]) for i < n, rounded to nearest even (NaN stays NaN), as float_to_bf16.
   void (*float_to_bf16_row)(const float* x, uint16_t* y, int64_t n);
   /// One tile of the packed convolution (nhwc.h, conv2d_packed_nhwc_f32): for
-  /// m < mr (1..kConvTileRows) and n < nr (<= kConvPanel):
+  /// m < mr (1..kConvTileRows) and n < nr (<= width):
   ///   y[m * ld + n] = clamp(bias[n] + sum over t < taps, k < klen of
-  ///                   rows[t * mr + m][k] * panel[(t * klen + k) * kConvPanel + n] (+ res[m * ld + n]), lo, hi)
-  /// with `panel` 64-byte aligned, `bias` kConvPanel floats, `res` null or the
-  /// residual. nullptr where the ISA has none: convolutions then run as GEMMs.
+  ///                   rows[t * mr + m][k] * panel[(t * klen + k) * width + n] (+ res[m * ld + n]), lo, hi)
+  /// with `width` a panel width (kConvPanelWidths), `panel` 64-byte aligned,
+  /// `bias` width floats, `res` null or the residual. nullptr where the ISA
+  /// has none: convolutions then run as GEMMs.
   void (*conv_tile)(int64_t mr, const float* const* rows, int64_t taps, int64_t klen, const float* panel,
-                    const float* bias, const float* res, int64_t ld, int64_t nr, float lo, float hi, float* y);
+                    int64_t width, const float* bias, const float* res, int64_t ld, int64_t nr, float lo, float hi,
+                    float* y);
 };
 
-/// Output pixels and channels of one conv_tile.
+/// Output pixels and (at most) channels of one conv_tile. Layers with at most
+/// 16 or 32 output channels take panels that wide (conv_panel_width), so
+/// their tiles do not multiply zeros.
 inline constexpr int64_t kConvTileRows = 6;
 inline constexpr int64_t kConvPanel = 64;
+inline constexpr int64_t conv_panel_width(int64_t cout) { return cout <= 16 ? 16 : cout <= 32 ? 32 : kConvPanel; }
 
 /// Head dims the narrow attention loops take.
 inline bool is_narrow_head(int64_t d) { return d == 8 || d == 16; }

@@ -1,6 +1,9 @@
 // AVX-512 (F/BW/VL + FMA) versions of the SimdKernels loops. This file is the
 // whole hf2pte_kernels_optimized_avx512 library, compiled with those -m flags
 // only; simd() calls it only after __builtin_cpu_supports says yes.
+// GCC 12's avx512fintrin.h seeds reductions with _mm512_undefined_*(), which
+// -Wuninitialized reports at every inlined call site (a false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -430,7 +433,7 @@ float sum_row(const float* x, int64_t n) {
 }  // namespace
 
 // conv_tile_avx512.cpp
-void conv_tile(int64_t mr, const float* const* rows, int64_t taps, int64_t klen, const float* panel,
+void conv_tile(int64_t mr, const float* const* rows, int64_t taps, int64_t klen, const float* panel, int64_t width,
                const float* bias, const float* res, int64_t ld, int64_t nr, float lo, float hi, float* y);
 
 const SimdKernels kKernels{"avx512",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,

@@ -196,9 +196,10 @@ TEST(NhwcKernels, PackedConvolutionMatchesDefinition) {
   struct P {
     int64_t n, c, h, w, o, k, stride, pad, dil;
   };
+  // Panel widths 64, 32 (17, 32 channels) and 16 (5, 6, 16); tails; 1x1 to 7x7.
   const P cases[] = {{1, 3, 23, 21, 64, 7, 2, 3, 1},  {1, 8, 9, 9, 70, 3, 1, 1, 1},   {2, 16, 13, 11, 5, 1, 1, 0, 1},
                      {1, 24, 12, 14, 130, 1, 2, 0, 1}, {1, 6, 10, 11, 17, 3, 2, 2, 2}, {1, 4, 7, 5, 6, 5, 1, 2, 1},
-                     {1, 96, 14, 14, 64, 3, 1, 1, 1}};
+                     {1, 96, 14, 14, 64, 3, 1, 1, 1}, {1, 16, 12, 12, 16, 3, 1, 1, 1}, {1, 16, 12, 12, 32, 3, 2, 1, 1}};
   Uniform vals(21);
   const int threads_before = pool_threads();
   for (const P& s : cases) {
