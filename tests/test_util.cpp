@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -18,13 +19,25 @@
 
 namespace hf2pte::test {
 
-std::string repo_path(const std::string& relative) { return std::string(HF2PTE_SOURCE_DIR) + "/" + relative; }
+// HF2PTE_TEST_SOURCE_DIR / HF2PTE_TEST_BINARY_DIR (environment) replace the
+// build's paths when the binaries run from another checkout, as the prebuilt
+// bundle of scripts/device-check.sh does.
+namespace {
+std::string dir_from_env(const char* name, const char* built_in) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : built_in;
+}
+}  // namespace
+
+std::string repo_path(const std::string& relative) {
+  return dir_from_env("HF2PTE_TEST_SOURCE_DIR", HF2PTE_SOURCE_DIR) + "/" + relative;
+}
 
 std::string temp_dir(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string test = info ? std::string(info->test_suite_name()) + "." + info->name() : "test";
   for (auto& c : test) if (c == '/') c = '_';
-  auto dir = std::filesystem::path(HF2PTE_BINARY_DIR) / "test_tmp" / test / name;
+  auto dir = std::filesystem::path(dir_from_env("HF2PTE_TEST_BINARY_DIR", HF2PTE_BINARY_DIR)) / "test_tmp" / test / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

@@ -222,6 +222,15 @@ void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, cons
   // contiguous share of items keeps one panel in cache across its chunks.
   constexpr int64_t kChunk = 16 * kConvTileRows;
   const int64_t chunks = (pixels + kChunk - 1) / kChunk;
+  // 1x1, stride 1, no padding: pixel p's window is input pixel p.
+  const bool pointwise = win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 && win.stride_w == 1 &&
+                         win.pad_top == 0 && win.pad_left == 0 && win.ih == win.oh && win.iw == win.ow;
+  // Advances output coordinates (ox, oy, n) by one pixel.
+  const auto step = [&win](int64_t& ox, int64_t& oy, int64_t& n) {
+    if (++ox < win.ow) return;
+    ox = 0;
+    if (++oy == win.oh) oy = 0, ++n;
+  };
   parallel_for(f.panels() * chunks, 1, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> zeros, cut;  // a padding row; window rows cut by the edge
     thread_local std::vector<const float*> rows;
@@ -231,40 +240,45 @@ void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, cons
     for (int64_t it = b; it < e; ++it) {
       const int64_t pnl = it / chunks, c0 = (it % chunks) * kChunk, c1 = std::min(pixels, c0 + kChunk);
       const int64_t col = pnl * f.width, nr = std::min(f.width, cout - col);
+      // The first pixel's coordinates, then stepped: no divisions per pixel
+      // (they cost as much as the tile on layers of a few channels).
+      int64_t ox = c0 % win.ow, oy = (c0 / win.ow) % win.oh, n = c0 / (win.ow * win.oh);
       for (int64_t p0 = c0; p0 < c1; p0 += kConvTileRows) {
         const int64_t mr = std::min(kConvTileRows, c1 - p0);
-        for (int64_t m = 0; m < mr; ++m) {
-          const int64_t p = p0 + m;
-          const int64_t ox = p % win.ow, oy = (p / win.ow) % win.oh, n = p / (win.ow * win.oh);
-          const int64_t ix0 = ox * win.stride_w - win.pad_left;
-          for (int64_t i = 0; i < win.kernel_h; ++i) {
-            const int64_t iy = oy * win.stride_h - win.pad_top + i * win.dilation_h;
-            const bool row_in = iy >= 0 && iy < win.ih;
-            const float* src = row_in ? x + (n * win.ih + iy) * win.iw * cin : nullptr;
-            if (row_runs) {
-              const float*& slot = rows[size_t(i * mr + m)];
-              if (!row_in) {
-                slot = zeros.data();
-              } else if (ix0 >= 0 && ix0 + win.kernel_w <= win.iw) {
-                slot = src + ix0 * cin;
-              } else {
-                float* d = cut.data() + (m * taps + i) * klen;
-                for (int64_t j = 0; j < win.kernel_w; ++j) {
-                  const int64_t ix = ix0 + j;
-                  if (ix < 0 || ix >= win.iw) {
-                    std::memset(d + j * cin, 0, size_t(cin) * sizeof(float));
-                  } else {
-                    std::memcpy(d + j * cin, src + ix * cin, size_t(cin) * sizeof(float));
+        if (pointwise) {
+          for (int64_t m = 0; m < mr; ++m) rows[size_t(m)] = x + (p0 + m) * cin;
+        } else {
+          for (int64_t m = 0; m < mr; ++m, step(ox, oy, n)) {
+            const int64_t ix0 = ox * win.stride_w - win.pad_left;
+            for (int64_t i = 0; i < win.kernel_h; ++i) {
+              const int64_t iy = oy * win.stride_h - win.pad_top + i * win.dilation_h;
+              const bool row_in = iy >= 0 && iy < win.ih;
+              const float* src = row_in ? x + (n * win.ih + iy) * win.iw * cin : nullptr;
+              if (row_runs) {
+                const float*& slot = rows[size_t(i * mr + m)];
+                if (!row_in) {
+                  slot = zeros.data();
+                } else if (ix0 >= 0 && ix0 + win.kernel_w <= win.iw) {
+                  slot = src + ix0 * cin;
+                } else {
+                  float* d = cut.data() + (m * taps + i) * klen;
+                  for (int64_t j = 0; j < win.kernel_w; ++j) {
+                    const int64_t ix = ix0 + j;
+                    if (ix < 0 || ix >= win.iw) {
+                      std::memset(d + j * cin, 0, size_t(cin) * sizeof(float));
+                    } else {
+                      std::memcpy(d + j * cin, src + ix * cin, size_t(cin) * sizeof(float));
+                    }
                   }
+                  slot = d;
                 }
-                slot = d;
+                continue;
               }
-              continue;
-            }
-            for (int64_t j = 0; j < win.kernel_w; ++j) {
-              const int64_t ix = ix0 + j * win.dilation_w;
-              rows[size_t((i * win.kernel_w + j) * mr + m)] =
-                  row_in && ix >= 0 && ix < win.iw ? src + ix * cin : zeros.data();
+              for (int64_t j = 0; j < win.kernel_w; ++j) {
+                const int64_t ix = ix0 + j * win.dilation_w;
+                rows[size_t((i * win.kernel_w + j) * mr + m)] =
+                    row_in && ix >= 0 && ix < win.iw ? src + ix * cin : zeros.data();
+              }
             }
           }
         }
@@ -312,14 +326,34 @@ void depthwise_conv2d_nhwc_f32(const Window2d& win, int64_t c_in, int64_t multip
 
 void max_pool2d_nhwc_f32(const Window2d& win, int64_t c, const float* x, float lo, float hi, float* y) {
   const int64_t pixels = win.n * win.oh * win.ow;
+  // Channels 16 at a time in four 4-float vector values (GCC's vector
+  // extension, the baseline SSE width): max instructions, where a loop over
+  // out[] stayed scalar, the compiler unable to rule out aliasing with the
+  // input. (m < v ? v : m) is std::max(m, v), NaN handling included.
+  using Quad = float __attribute__((vector_size(4 * sizeof(float))));
+  constexpr int64_t kQuads = 4, kBlock = 4 * kQuads;
   parallel_for(pixels, 16, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
       float* out = y + p * c;
-      std::fill(out, out + c, -std::numeric_limits<float>::infinity());
-      for_each_tap(win, p, [&](int64_t, int64_t pixel) {
-        const float* in = x + pixel * c;
-        for (int64_t k = 0; k < c; ++k) out[k] = std::max(out[k], in[k]);
-      });
+      for (int64_t c0 = 0; c0 < c; c0 += kBlock) {
+        const int64_t n = std::min(kBlock, c - c0);
+        constexpr float kLowest = -std::numeric_limits<float>::infinity();
+        Quad m[kQuads];
+        for (auto& q : m) q = Quad{kLowest, kLowest, kLowest, kLowest};
+        for_each_tap(win, p, [&](int64_t, int64_t pixel) {
+          const float* in = x + pixel * c + c0;
+          if (n == kBlock) {
+            for (int64_t q = 0; q < kQuads; ++q) {
+              Quad v;
+              std::memcpy(&v, in + 4 * q, sizeof v);
+              m[q] = m[q] < v ? v : m[q];
+            }
+          } else {
+            for (int64_t k = 0; k < n; ++k) m[k / 4][k % 4] = std::max(float(m[k / 4][k % 4]), in[k]);
+          }
+        });
+        for (int64_t k = 0; k < n; ++k) out[c0 + k] = m[k / 4][k % 4];
+      }
       if (clamps(lo, hi)) clamp_range(out, c, lo, hi);
     }
   });

@@ -29,6 +29,7 @@ constexpr Shape kShapes[] = {
     {8, 9, 9, 16, 1, 2, 0, 1, 1, false, false},   // 1x1 stride 2 (a shortcut)
     {6, 10, 11, 4, 3, 2, 2, 2, 2, true, true},    // dilation and groups
     {3, 32, 32, 12, 8, 8, 0, 1, 1, true, false},  // a ViT patch embedding
+    {20, 9, 9, 8, 3, 2, 1, 1, 1, false, true},    // 20 channels: a full 16-channel block + a tail
 };
 
 /// n floats uniform in [-1, 1) from a seeded generator.
