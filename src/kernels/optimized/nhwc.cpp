@@ -208,6 +208,58 @@ PackedConvFilter pack_conv_filter(const float* w, const float* bias, int64_t cou
   return f;
 }
 
+namespace {
+
+/// The row pointers a conv_tile reads for output pixel m of a tile of mr:
+/// per window row (or per tap with dilation) a pointer into the NHWC input,
+/// the zero row for padding, or a gathered copy of a window row cut by the
+/// image edge.
+struct WindowRows {
+  const Window2d& win;
+  const float* x;
+  int64_t cin;
+  bool row_runs;  ///< one pointer per window row (kernel_w * cin floats) rather than per tap
+  int64_t taps, klen;
+  const float* zeros;
+  float* cut;          ///< kConvTileRows * taps * klen floats
+  const float** rows;  ///< [taps][mr]
+
+  void set(int64_t m, int64_t mr, int64_t ox, int64_t oy, int64_t n) const {
+    const int64_t ix0 = ox * win.stride_w - win.pad_left;
+    for (int64_t i = 0; i < win.kernel_h; ++i) {
+      const int64_t iy = oy * win.stride_h - win.pad_top + i * win.dilation_h;
+      const bool row_in = iy >= 0 && iy < win.ih;
+      const float* src = row_in ? x + (n * win.ih + iy) * win.iw * cin : nullptr;
+      if (!row_runs) {
+        for (int64_t j = 0; j < win.kernel_w; ++j) {
+          const int64_t ix = ix0 + j * win.dilation_w;
+          rows[(i * win.kernel_w + j) * mr + m] = row_in && ix >= 0 && ix < win.iw ? src + ix * cin : zeros;
+        }
+        continue;
+      }
+      const float*& slot = rows[i * mr + m];
+      if (!row_in) {
+        slot = zeros;
+      } else if (ix0 >= 0 && ix0 + win.kernel_w <= win.iw) {
+        slot = src + ix0 * cin;
+      } else {
+        float* d = cut + (m * taps + i) * klen;
+        for (int64_t j = 0; j < win.kernel_w; ++j) {
+          const int64_t ix = ix0 + j;
+          if (ix < 0 || ix >= win.iw) {
+            std::memset(d + j * cin, 0, size_t(cin) * sizeof(float));
+          } else {
+            std::memcpy(d + j * cin, src + ix * cin, size_t(cin) * sizeof(float));
+          }
+        }
+        slot = d;
+      }
+    }
+  }
+};
+
+}  // namespace
+
 void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, const float* x, const float* residual,
                             float lo, float hi, float* y) {
   const auto tile = simd().conv_tile;
@@ -218,25 +270,20 @@ void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, cons
   const bool row_runs = win.dilation_w == 1;
   const int64_t taps = row_runs ? win.kernel_h : win.kernel_h * win.kernel_w;
   const int64_t klen = row_runs ? win.kernel_w * cin : cin;
+  // 1x1, stride 1, no padding: pixel p's window is input pixel p.
+  const bool pointwise = win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 && win.stride_w == 1 &&
+                         win.pad_top == 0 && win.pad_left == 0 && win.ih == win.oh && win.iw == win.ow;
   // Work items: (panel, chunk of 16 tiles), panel-major, so a thread's
   // contiguous share of items keeps one panel in cache across its chunks.
   constexpr int64_t kChunk = 16 * kConvTileRows;
   const int64_t chunks = (pixels + kChunk - 1) / kChunk;
-  // 1x1, stride 1, no padding: pixel p's window is input pixel p.
-  const bool pointwise = win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 && win.stride_w == 1 &&
-                         win.pad_top == 0 && win.pad_left == 0 && win.ih == win.oh && win.iw == win.ow;
-  // Advances output coordinates (ox, oy, n) by one pixel.
-  const auto step = [&win](int64_t& ox, int64_t& oy, int64_t& n) {
-    if (++ox < win.ow) return;
-    ox = 0;
-    if (++oy == win.oh) oy = 0, ++n;
-  };
   parallel_for(f.panels() * chunks, 1, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> zeros, cut;  // a padding row; window rows cut by the edge
     thread_local std::vector<const float*> rows;
     if (int64_t(zeros.size()) < klen) zeros.assign(size_t(klen), 0.0f);
     cut.resize(size_t(kConvTileRows * taps * klen));
     rows.resize(size_t(kConvTileRows * taps));
+    const WindowRows window{win, x, cin, row_runs, taps, klen, zeros.data(), cut.data(), rows.data()};
     for (int64_t it = b; it < e; ++it) {
       const int64_t pnl = it / chunks, c0 = (it % chunks) * kChunk, c1 = std::min(pixels, c0 + kChunk);
       const int64_t col = pnl * f.width, nr = std::min(f.width, cout - col);
@@ -245,41 +292,15 @@ void conv2d_packed_nhwc_f32(const Window2d& win, const PackedConvFilter& f, cons
       int64_t ox = c0 % win.ow, oy = (c0 / win.ow) % win.oh, n = c0 / (win.ow * win.oh);
       for (int64_t p0 = c0; p0 < c1; p0 += kConvTileRows) {
         const int64_t mr = std::min(kConvTileRows, c1 - p0);
-        if (pointwise) {
-          for (int64_t m = 0; m < mr; ++m) rows[size_t(m)] = x + (p0 + m) * cin;
-        } else {
-          for (int64_t m = 0; m < mr; ++m, step(ox, oy, n)) {
-            const int64_t ix0 = ox * win.stride_w - win.pad_left;
-            for (int64_t i = 0; i < win.kernel_h; ++i) {
-              const int64_t iy = oy * win.stride_h - win.pad_top + i * win.dilation_h;
-              const bool row_in = iy >= 0 && iy < win.ih;
-              const float* src = row_in ? x + (n * win.ih + iy) * win.iw * cin : nullptr;
-              if (row_runs) {
-                const float*& slot = rows[size_t(i * mr + m)];
-                if (!row_in) {
-                  slot = zeros.data();
-                } else if (ix0 >= 0 && ix0 + win.kernel_w <= win.iw) {
-                  slot = src + ix0 * cin;
-                } else {
-                  float* d = cut.data() + (m * taps + i) * klen;
-                  for (int64_t j = 0; j < win.kernel_w; ++j) {
-                    const int64_t ix = ix0 + j;
-                    if (ix < 0 || ix >= win.iw) {
-                      std::memset(d + j * cin, 0, size_t(cin) * sizeof(float));
-                    } else {
-                      std::memcpy(d + j * cin, src + ix * cin, size_t(cin) * sizeof(float));
-                    }
-                  }
-                  slot = d;
-                }
-                continue;
-              }
-              for (int64_t j = 0; j < win.kernel_w; ++j) {
-                const int64_t ix = ix0 + j * win.dilation_w;
-                rows[size_t((i * win.kernel_w + j) * mr + m)] =
-                    row_in && ix >= 0 && ix < win.iw ? src + ix * cin : zeros.data();
-              }
-            }
+        for (int64_t m = 0; m < mr; ++m) {
+          if (pointwise) {
+            rows[size_t(m)] = x + (p0 + m) * cin;
+            continue;
+          }
+          window.set(m, mr, ox, oy, n);
+          if (++ox == win.ow) {
+            ox = 0;
+            if (++oy == win.oh) oy = 0, ++n;
           }
         }
         const int64_t at = p0 * cout + col;
