@@ -298,48 +298,59 @@ void gemv_dq_int4(const TileArgs& t, int64_t p) {
   channel_epilogue<1, 1>(t, 0, p, acc);
 }
 
-// Blocks: two int32 accumulators per block (lo / hi nibbles), summed exactly,
-// then one fmadd with the block's 16 scales, which follow its weights.
-void gemv_dq_int4_block(const TileArgs& t, int64_t p) {
+// Blocks: int32 accumulators per block (lo / hi nibbles), summed exactly,
+// then one fmadd with the block's 16 scales, which follow its weights. NP
+// panels run in lockstep, block by block: NP streams in flight at once keep
+// more misses outstanding than one panel after another. Each panel's sums
+// run in the same order whatever NP is.
+template <int NP>
+void gemv_dq_int4_block(const TileArgs& t, const int64_t (&panels)[NP]) {
   const int64_t g = t.w.group, nb = t.w.nblocks();
   const int64_t block_bytes = kQPanel * g / 2 + 2 * kQPanel;
-  const uint8_t* wb = t.w.data.data() + p * t.w.panel_bytes;
+  const uint8_t* wb[NP];
+  HF2PTE_UNROLL for (int j = 0; j < NP; ++j) wb[j] = t.w.data.data() + panels[j] * t.w.panel_bytes;
   const uint8_t* q = t.a.q.data();
-  __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, wb += block_bytes, q += g) {
-    prefetch_int4(wb, block_bytes);
-    // Four int32 chains (two 64-byte loads per step) halve the dpbusd latency
-    // chain per block; their sum is exact.
-    __m512i a0 = _mm512_set1_epi32(t.a.bsum[size_t(b)]), a1 = _mm512_setzero_si512();
-    __m512i a2 = _mm512_setzero_si512(), a3 = _mm512_setzero_si512();
-    __m512i lo, hi, lo2, hi2;
-    int64_t kk = 0;
-    for (; kk + 16 <= g; kk += 16) {
-      unpack_nibbles(_mm512_loadu_si512(wb + kk * 8), &lo, &hi);
-      unpack_nibbles(_mm512_loadu_si512(wb + kk * 8 + 64), &lo2, &hi2);
-      a0 = _mm512_dpbusd_epi32(a0, lo, _mm512_set1_epi32(load_i32(q + kk)));
-      a1 = _mm512_dpbusd_epi32(a1, hi, _mm512_set1_epi32(load_i32(q + kk + 4)));
-      a2 = _mm512_dpbusd_epi32(a2, lo2, _mm512_set1_epi32(load_i32(q + kk + 8)));
-      a3 = _mm512_dpbusd_epi32(a3, hi2, _mm512_set1_epi32(load_i32(q + kk + 12)));
-    }
-    for (; kk < g; kk += 8) {
-      unpack_nibbles(_mm512_loadu_si512(wb + kk * 8), &lo, &hi);
-      a0 = _mm512_dpbusd_epi32(a0, lo, _mm512_set1_epi32(load_i32(q + kk)));
-      a1 = _mm512_dpbusd_epi32(a1, hi, _mm512_set1_epi32(load_i32(q + kk + 4)));
-    }
-    const __m512 d = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
-    const __m512 sc = load_bf16x16(wb + kQPanel * g / 2);
-    // Alternate two float accumulators (even / odd blocks): fixed order.
-    if (b % 2 == 0) {
-      f0 = _mm512_fmadd_ps(d, sc, f0);
-    } else {
-      f1 = _mm512_fmadd_ps(d, sc, f1);
+  __m512 f0[NP], f1[NP];
+  HF2PTE_UNROLL for (int j = 0; j < NP; ++j) f0[j] = f1[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, q += g) {
+    HF2PTE_UNROLL for (int j = 0; j < NP; ++j) {
+      const uint8_t* w = wb[j] + b * block_bytes;
+      prefetch_int4(w, block_bytes);
+      // Four int32 chains (two 64-byte loads per step) halve the dpbusd latency
+      // chain per block; their sum is exact.
+      __m512i a0 = _mm512_set1_epi32(t.a.bsum[size_t(b)]), a1 = _mm512_setzero_si512();
+      __m512i a2 = _mm512_setzero_si512(), a3 = _mm512_setzero_si512();
+      __m512i lo, hi, lo2, hi2;
+      int64_t kk = 0;
+      for (; kk + 16 <= g; kk += 16) {
+        unpack_nibbles(_mm512_loadu_si512(w + kk * 8), &lo, &hi);
+        unpack_nibbles(_mm512_loadu_si512(w + kk * 8 + 64), &lo2, &hi2);
+        a0 = _mm512_dpbusd_epi32(a0, lo, _mm512_set1_epi32(load_i32(q + kk)));
+        a1 = _mm512_dpbusd_epi32(a1, hi, _mm512_set1_epi32(load_i32(q + kk + 4)));
+        a2 = _mm512_dpbusd_epi32(a2, lo2, _mm512_set1_epi32(load_i32(q + kk + 8)));
+        a3 = _mm512_dpbusd_epi32(a3, hi2, _mm512_set1_epi32(load_i32(q + kk + 12)));
+      }
+      for (; kk < g; kk += 8) {
+        unpack_nibbles(_mm512_loadu_si512(w + kk * 8), &lo, &hi);
+        a0 = _mm512_dpbusd_epi32(a0, lo, _mm512_set1_epi32(load_i32(q + kk)));
+        a1 = _mm512_dpbusd_epi32(a1, hi, _mm512_set1_epi32(load_i32(q + kk + 4)));
+      }
+      const __m512 d = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
+      const __m512 sc = load_bf16x16(w + kQPanel * g / 2);
+      // Alternate two float accumulators (even / odd blocks): fixed order.
+      if (b % 2 == 0) {
+        f0[j] = _mm512_fmadd_ps(d, sc, f0[j]);
+      } else {
+        f1[j] = _mm512_fmadd_ps(d, sc, f1[j]);
+      }
     }
   }
-  const int64_t col0 = p * kQPanel;
-  const __m512 v = _mm512_fnmadd_ps(_mm512_set1_ps(float(t.a.zp[0])), _mm512_loadu_ps(t.w.wsumf.data() + col0),
-                                    _mm512_add_ps(f0, f1));
-  store_out(t, 0, col0, _mm512_mul_ps(_mm512_set1_ps(t.a.scale[0]), v));
+  HF2PTE_UNROLL for (int j = 0; j < NP; ++j) {
+    const int64_t col0 = panels[j] * kQPanel;
+    const __m512 v = _mm512_fnmadd_ps(_mm512_set1_ps(float(t.a.zp[0])), _mm512_loadu_ps(t.w.wsumf.data() + col0),
+                                      _mm512_add_ps(f0[j], f1[j]));
+    store_out(t, 0, col0, _mm512_mul_ps(_mm512_set1_ps(t.a.scale[0]), v));
+  }
 }
 
 constexpr int kMR = 4;
@@ -371,7 +382,7 @@ void dynamic_panels(const QFilter& w, const QActs& a, const float* bias, float* 
       switch (w.kind) {
         case QFilterKind::kInt8: gemv_dq_int8(t, p); break;
         case QFilterKind::kInt4: gemv_dq_int4(t, p); break;
-        case QFilterKind::kInt4Block: gemv_dq_int4_block(t, p); break;
+        case QFilterKind::kInt4Block: gemv_dq_int4_block<1>(t, {p}); break;
       }
     };
     // Two panel streams at once (the two halves of the range, alternately):
@@ -380,6 +391,10 @@ void dynamic_panels(const QFilter& w, const QActs& a, const float* bias, float* 
     // GB/s, 8da8w 26 -> 27.5; four streams were no better than one.
     const int64_t half = (p1 - p0 + 1) / 2;
     for (int64_t i = 0; i < half; ++i) {
+      if (w.kind == QFilterKind::kInt4Block && p0 + half + i < p1) {
+        gemv_dq_int4_block<2>(t, {p0 + i, p0 + half + i});
+        continue;
+      }
       one(p0 + i);
       if (p0 + half + i < p1) one(p0 + half + i);
     }
