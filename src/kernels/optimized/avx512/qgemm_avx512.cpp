@@ -385,10 +385,14 @@ void dynamic_panels(const QFilter& w, const QActs& a, const float* bias, float* 
         case QFilterKind::kInt4Block: gemv_dq_int4_block<1>(t, {p}); break;
       }
     };
-    // Two panel streams at once (the two halves of the range, alternately):
-    // more misses in flight than one sequential stream. Measured with
-    // hf2pte_kernel_bench --quantized (Intel Xeon, 2 threads): 8da4w 23 -> 24.5
-    // GB/s, 8da8w 26 -> 27.5; four streams were no better than one.
+    // Two panel streams at once (the two halves of the range): more misses in
+    // flight than one sequential stream. Alternating whole panels measured
+    // (hf2pte_kernel_bench --quantized, Intel Xeon, 2 threads) 8da4w 23 -> 24.5
+    // GB/s, 8da8w 26 -> 27.5, four streams no better. Running the two int4
+    // panels in lockstep, block by block, took bench-1b 8da4w decode from
+    // 55-70 to 59-73 tok/s on a Zen 5 (alternating pairs); for int8 panels
+    // lockstep measured the same as alternating (15 kernel pairs), so they
+    // alternate.
     const int64_t half = (p1 - p0 + 1) / 2;
     for (int64_t i = 0; i < half; ++i) {
       if (w.kind == QFilterKind::kInt4Block && p0 + half + i < p1) {
