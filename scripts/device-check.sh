@@ -49,7 +49,9 @@ bundle=${HF2PTE_DEVICE_BUNDLE-.device/bundle.tar.xz}
 if [ -n "$bundle" ] && [ -f "$bundle" ]; then
   unpacked=$(mktemp -d "${TMPDIR:-/tmp}/hf2pte-bundle.XXXXXX")
   trap 'rm -rf "$unpacked"' EXIT
-  step "unpack $bundle" 60 tar -xJf "$bundle" -C "$unpacked" || { say "device-check: cannot unpack $bundle"; exit 1; }
+  if command -v xz >/dev/null; then unpack=(tar -xJf "$bundle" -C "$unpacked")
+  else unpack=(python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bundle" "$unpacked"); fi
+  step "unpack $bundle" 60 "${unpack[@]}" || { say "device-check: cannot unpack $bundle"; exit 1; }
   b=$unpacked/hf2pte-device
   say "mode: prebuilt bundle $bundle ($(du -h "$bundle" | cut -f1)), unpacked to $b; no configure/build"
   sed 's/^/  bundle /' "$b/MANIFEST" | tee -a "$results"
