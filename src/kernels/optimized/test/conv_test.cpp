@@ -17,6 +17,22 @@
 namespace hf2pte::kernels::testing {
 namespace {
 
+/// A square window (kernel k, same stride, padding and dilation on both axes)
+/// over n images of h x w.
+Window2d square_window(int64_t n, int64_t h, int64_t w, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+  Window2d win;
+  win.n = n;
+  win.ih = h;
+  win.iw = w;
+  win.kernel_h = win.kernel_w = k;
+  win.stride_h = win.stride_w = stride;
+  win.dilation_h = win.dilation_w = dil;
+  win.pad_top = win.pad_left = pad;
+  win.oh = window_output_size(h, pad, pad, k, stride, dil);
+  win.ow = window_output_size(w, pad, pad, k, stride, dil);
+  return win;
+}
+
 /// The shapes ResNet and ViT use and the corners; `relu` clamps the NHWC kernel's output.
 struct Shape {
   int64_t C, H, W, O, K, stride, pad, dil, groups;
@@ -97,15 +113,7 @@ TEST(NhwcKernels, ConvolutionAndMaxPoolMatchPortableKernels) {
     const auto x = vals(size_t(s.C * s.H * s.W)), w = vals(size_t(s.O * Cg * s.K * s.K)), b = vals(size_t(s.O));
     auto* in = a.tensor<float>({1, s.C, s.H, s.W}, x);
     auto* wt = a.tensor<float>({s.O, Cg, s.K, s.K}, w);
-    Window2d win;
-    win.ih = s.H;
-    win.iw = s.W;
-    win.kernel_h = win.kernel_w = s.K;
-    win.stride_h = win.stride_w = s.stride;
-    win.dilation_h = win.dilation_w = s.dil;
-    win.pad_top = win.pad_left = s.pad;
-    win.oh = window_output_size(s.H, s.pad, s.pad, s.K, s.stride, s.dil);
-    win.ow = window_output_size(s.W, s.pad, s.pad, s.K, s.stride, s.dil);
+    const Window2d win = square_window(1, s.H, s.W, s.K, s.stride, s.pad, s.dil);
     auto* out = a.out(ScalarType::kFloat, {1, s.O, win.oh, win.ow});
     std::vector<rt::EValue*> args{in, wt, s.bias ? a.tensor<float>({s.O}, b) : a.none(), a.int_list({s.stride, s.stride}),
                                   a.int_list({s.pad, s.pad}), a.int_list({s.dil, s.dil}), a.b(false),
@@ -204,16 +212,7 @@ TEST(NhwcKernels, PackedConvolutionMatchesDefinition) {
   Uniform vals(21);
   const int threads_before = pool_threads();
   for (const P& s : cases) {
-    Window2d win;
-    win.n = s.n;
-    win.ih = s.h;
-    win.iw = s.w;
-    win.kernel_h = win.kernel_w = s.k;
-    win.stride_h = win.stride_w = s.stride;
-    win.dilation_h = win.dilation_w = s.dil;
-    win.pad_top = win.pad_left = s.pad;
-    win.oh = window_output_size(s.h, s.pad, s.pad, s.k, s.stride, s.dil);
-    win.ow = window_output_size(s.w, s.pad, s.pad, s.k, s.stride, s.dil);
+    const Window2d win = square_window(s.n, s.h, s.w, s.k, s.stride, s.pad, s.dil);
     const auto x = vals(size_t(s.n * s.h * s.w * s.c)), w = vals(size_t(s.o * s.k * s.k * s.c)), b = vals(size_t(s.o));
     const size_t out_n = size_t(s.n * win.oh * win.ow * s.o);
     const auto residual = vals(out_n);
