@@ -572,8 +572,8 @@ __attribute__((always_inline)) inline void gemv_int8_word(__m512i v, const float
   a[S + 3] = _mm512_fmadd_ps(_mm512_set1_ps(x[kk + 3]), byte_lane<3>(v), a[S + 3]);
 }
 
-// Inlined, with constant indices into a[], so the accumulators stay in
-// registers across an int4 filter's blocks.
+// The GEMV runs below are inlined, with constant indices into a[], so the
+// accumulators stay in registers (across an int4 filter's blocks too).
 __attribute__((always_inline)) inline void gemv_int8_run(const uint8_t* wp, const float* x, int64_t k0, int64_t k1,
                                                          __m512 (&a)[8]) {
   // Even words (k / 4) into a[0..3], odd ones into a[4..7].
