@@ -21,7 +21,9 @@ struct BenchOptions {
 struct BenchResult {
   int prompt_len = 0, gen = 0, threads = 0;
   double prefill_tok_s = 0, decode_tok_s = 0;
-  double prefill_seconds = 0, decode_seconds = 0;
+  double prefill_seconds = 0, decode_seconds = 0;  ///< prefill: mean of the warm runs
+  int prefill_runs = 0;                 ///< warm prefills timed (after the cold one)
+  double cold_prefill_seconds = 0;      ///< the first prefill: its buffers' pages are touched for the first time
   double first_step_seconds = 0;        ///< one untimed decode step first: pages the weights in
   uint64_t weight_bytes_per_token = 0;  ///< constants a decode step reads
   uint64_t weight_elements_per_token = 0;  ///< their elements (2 flops each in a linear layer)

@@ -160,8 +160,10 @@ int run_bench(const BenchArgs& a) {
   std::printf("first step (pages the weights in, not in the rates): %.3f s\n", r->first_step_seconds);
   // Linear-layer work: 2 flops per weight element per token.
   const double gflop_per_token = 2.0 * double(r->weight_elements_per_token) / 1e9;
-  std::printf("prefill: %d tokens, %.1f tok/s (%.3f s), %.1f GFLOP/s of linear-layer work\n",
-              r->prompt_len, r->prefill_tok_s, r->prefill_seconds, gflop_per_token * r->prefill_tok_s);
+  std::printf("prefill: %d tokens, %.1f tok/s (%.3f s, mean of %d after the first), %.1f GFLOP/s of linear-layer work; "
+              "first prefill %.3f s (%.1f tok/s: its buffers paged in)\n",
+              r->prompt_len, r->prefill_tok_s, r->prefill_seconds, r->prefill_runs, gflop_per_token * r->prefill_tok_s,
+              r->cold_prefill_seconds, r->prompt_len / r->cold_prefill_seconds);
   std::printf("decode:  %d tokens, %.1f tok/s (%.3f ms/token)\n", r->gen, r->decode_tok_s, 1000.0 / r->decode_tok_s);
   std::printf("weights read per decode step: %.1f MB; measured read bandwidth (%d threads): %.1f GB/s\n",
               double(r->weight_bytes_per_token) / 1e6, r->threads, r->bandwidth_gb_s);

@@ -1065,7 +1065,65 @@ bool is_view(const XnnGraph& g, const XNode& n) {
   return !y.is_output && !y.is_input && !y.is_constant && y.dtype == x.dtype;
 }
 
+Result<std::vector<int64_t>> reshaped(std::span<const int64_t> in, std::span<const uint32_t> new_shape) {
+  int64_t count = 1;
+  for (int64_t d : in) count *= d;
+  std::vector<int64_t> out(new_shape.begin(), new_shape.end());
+  int64_t known = 1;
+  int inferred = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0) {
+      inferred = int(i);
+      continue;
+    }
+    // new_shape is hostile: bound the product before it can overflow.
+    HF2PTE_CHECK_OR_RETURN(uint64_t(known) <= kMaxValueBytes / uint64_t(out[i]), kOutOfRange,
+                           "new_shape [{}] is too large", fmt::join(out, ", "));
+    known *= out[i];
+  }
+  if (inferred >= 0) {
+    HF2PTE_CHECK_OR_RETURN(known != 0 && count % known == 0, kInvalidArgument,
+                           "cannot infer a dim of [{}] for {} elements", fmt::join(out, ", "), count);
+    out[size_t(inferred)] = count / known;
+  }
+  int64_t total = 1;
+  for (int64_t d : out) total *= d;
+  HF2PTE_CHECK_OR_RETURN(total == count, kInvalidArgument, "reshape of [{}] to [{}] changes the element count",
+                         fmt::join(in, ", "), fmt::join(out, ", "));
+  return out;
+}
+
 namespace {
+
+/// A StaticReshape from an internal value to an external output (a decoder's
+/// logits [1, S, V] from the lm_head's [S, V]) would copy the whole value
+/// every run: 65 MB for 512 prompt tokens. When the reshape is the value's
+/// only reader and the value's producer is a computing node (not another
+/// view), the producer writes into the output's memory instead.
+void forward_output_reshapes(XnnGraph& g) {
+  const size_t nv = g.values.size();
+  std::vector<uint32_t> readers(nv, 0);
+  std::vector<int64_t> produced_at(nv, -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (uint32_t v : node_inputs(g.nodes[i])) {
+      if (v < nv) ++readers[v];
+    }
+    if (const uint32_t o = node_output(g.nodes[i]); o < nv) produced_at[o] = int64_t(i);
+  }
+  for (size_t j = 0; j < g.nodes.size(); ++j) {
+    auto* r = std::get_if<ReshapeParams>(&g.nodes[j].params);
+    if (r == nullptr || r->input >= nv || r->output >= nv) continue;
+    XValue &x = g.values[r->input], &y = g.values[r->output];
+    const int64_t producer = produced_at[r->input];
+    if (!y.is_output || y.is_input || x.is_input || x.is_output || x.is_constant || x.dtype != y.dtype ||
+        readers[r->input] != 1 || producer < 0 || size_t(producer) > j ||
+        std::holds_alternative<ReshapeParams>(g.nodes[size_t(producer)].params)) {
+      continue;
+    }
+    r->forwarded = true;
+    x.forwarded_by = uint32_t(j);
+  }
+}
 
 /// Marks qdint8 Converts that nothing reads any more (their FullyConnected
 /// readers quantize the fp32 input themselves) as fused: not run.
@@ -1151,7 +1209,9 @@ void plan_lifetimes(XnnGraph& g) {
   g.release_after.assign(g.nodes.size(), {});
   for (uint32_t v = 0; v < nv; ++v) {
     const XValue& x = g.values[v];
-    if (root[v] != v || x.is_input || x.is_output || x.is_constant || last[v] < 0) continue;
+    if (root[v] != v || x.is_input || x.is_output || x.is_constant || x.forwarded_by != kInvalidId || last[v] < 0) {
+      continue;
+    }
     g.release_after[size_t(last[v])].push_back(v);
   }
 }
@@ -1162,7 +1222,10 @@ Result<XnnGraph> compile_payload(std::span<const uint8_t> payload, const pte::Pt
   HF2PTE_ASSIGN_OR_RETURN(VerifiedPayload p, verify_payload(payload));
   HF2PTE_ASSIGN_OR_RETURN(XnnGraph g, Compiler(p, file, purpose).run());
   skip_fused_converts(g);
-  if (purpose == CompileFor::kExecution) fuse_residual_adds(g);
+  if (purpose == CompileFor::kExecution) {
+    fuse_residual_adds(g);
+    forward_output_reshapes(g);  // after the fusion: it holds node indices
+  }
   plan_lifetimes(g);
   return g;
 }

@@ -72,6 +72,10 @@ struct XValue {
   uint32_t widened_from = kInvalidId;
   bool is_input = false;
   bool is_output = false;
+  /// Node index of the forwarded StaticReshape (ReshapeParams::forwarded)
+  /// that is this internal value's only reader: the value is stored in that
+  /// reshape's external output, not in scratch.
+  uint32_t forwarded_by = kInvalidId;
   /// Constant bytes copied out of the program at init (8-byte aligned storage,
   /// so typed reads are valid whatever the segment alignment was) when they
   /// cannot be read in place.
@@ -89,6 +93,10 @@ struct XValue {
     return channel_scales.empty() ? scale : channel_scales[size_t(c)];
   }
 };
+
+/// Largest buffer an internal value may need. Shapes derive from hostile
+/// new_shape / padding fields, so this bounds what a payload can allocate.
+constexpr uint64_t kMaxValueBytes = uint64_t(1) << 32;
 
 /// Node kinds we execute. Elementwise unary kinds share UnaryParams.
 enum class UnaryKind : uint8_t {
@@ -148,7 +156,13 @@ struct BatchMatMulParams {
 };
 struct SoftmaxParams { uint32_t input, output; };
 struct TransposeParams { uint32_t input, output; std::vector<uint32_t> perm; };
-struct ReshapeParams { uint32_t input, output; std::vector<uint32_t> new_shape; };
+struct ReshapeParams {
+  uint32_t input, output;
+  std::vector<uint32_t> new_shape;
+  /// Its input's producer writes straight into this reshape's external output
+  /// (forward_output_reshapes): the run only sets the output's shape.
+  bool forwarded = false;
+};
 struct SliceParams { uint32_t input, output; std::vector<uint32_t> offsets, sizes; };
 struct ConcatParams { uint32_t axis, output; std::vector<uint32_t> inputs; };
 struct PadParams {
@@ -226,6 +240,9 @@ uint32_t node_output(const XNode& n);
 /// True when the runner makes `n`'s output a view of its input (an internal
 /// StaticReshape of the same dtype) instead of giving it storage.
 bool is_view(const XnnGraph& g, const XNode& n);
+/// The shape a StaticReshape to `new_shape` (one 0 = inferred) gives `in`,
+/// or an error when the element count does not fit.
+Result<std::vector<int64_t>> reshaped(std::span<const int64_t> in, std::span<const uint32_t> new_shape);
 
 /// Parses the XH00 blob (or a bare XNNGraph flatbuffer), verifies it and
 /// compiles it. Constants with a named key come from `file` (may be null:

@@ -268,6 +268,35 @@ TEST(XnnOps, FullyConnectedTransposedWeights) {
   EXPECT_EQ(out.data[1], (std::vector<float>{3, 7, 11}));
 }
 
+// A reshape from a computed value to an external output (a decoder's logits)
+// is not a copy: the producer writes into the output (forward_output_reshapes).
+// When the value has another reader it keeps its own storage and the reshape
+// copies. Both give the reshaped values at the reshaped shape.
+TEST(XnnOps, ReshapeToOutputIsWrittenByItsProducer) {
+  for (bool second_reader : {false, true}) {
+    PayloadBuilder b;
+    uint32_t x = b.input({2, 2});
+    uint32_t w = b.value({3, 2}, kInvalidId, 0, {1, 2, 3, 4, 5, 6});
+    uint32_t h = b.value({2, 3});
+    uint32_t y = b.output({1, 2, 3});
+    uint32_t z = second_reader ? b.output({2, 3}) : kInvalidId;
+    b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), x, w, kInvalidId, h).Union());
+    std::vector<uint32_t> shape = {1, 0, 3};
+    b.node(fb::XNodeUnion::XNNStaticReshape, fb::CreateStaticReshapeDirect(b.fbb(), 3, &shape, h, y).Union());
+    if (second_reader) b.unary(fb::XNodeUnion::XNNNegate, h, z);
+    const auto blob = b.finish();
+    auto g = compile_payload(blob, nullptr);
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    EXPECT_EQ(g->values[h].forwarded_by != kInvalidId, !second_reader);
+    VectorBinder out;
+    auto st = run(blob, {{{2, 2}, {1, 1, 2, 3}}}, out);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    EXPECT_EQ(out.shapes[1], (std::vector<int64_t>{1, 2, 3}));
+    EXPECT_EQ(out.data[1], (std::vector<float>{3, 7, 11, 8, 18, 28}));
+    if (second_reader) EXPECT_EQ(out.data[2], (std::vector<float>{-3, -7, -11, -8, -18, -28}));
+  }
+}
+
 // fp32 activations x fp16 filter -> fp32 (XNNPACK's weight-only half path),
 // both filter layouts, two rows (the sgemm path after widening) and one (the
 // half GEMV); values chosen exact in half, so the sums are exact too.
