@@ -65,7 +65,7 @@ struct ExportArgs {
   std::string model_dir, output, config_file, report_file;
   /// Which options were given on the command line (they override --config).
   std::function<bool(const char*)> given = [](const char*) { return true; };
-  std::string backend = "xnnpack", dtype = "fp32", dump_graph, attention_span, linear_weights = "fp32";
+  std::string backend = "xnnpack", dtype = "fp32", dump_graph, attention_span, linear_weights = "fp32", logits;
   int64_t max_seq_len = 0;
   int threads = 0;  // validation's kernel threads; never part of the program
   bool no_kv_cache = false, quiet = false, verbose = false, use_custom_sdpa = false;
@@ -115,6 +115,11 @@ int run_export(const ExportArgs& a) {
   if (a.no_kv_cache) req.config.use_kv_cache = false;
   if (a.use_custom_sdpa) req.config.use_custom_sdpa = true;
   if (a.given("--max-seq-len")) req.config.max_seq_len = a.max_seq_len;
+  if (a.given("--logits")) {
+    auto last = exp::parse_logits(a.logits);
+    if (!last) return fail(last.status());
+    req.config.last_logits = *last;
+  }
   if (a.given("--attention-span")) {
     auto span = exp::parse_attention_span(a.attention_span);
     if (!span) return fail(span.status());
@@ -337,6 +342,9 @@ int main(int argc, char** argv) {
   ex->add_option("--attention-span", ea.attention_span,
                  "written (default for decoders with a KV cache, except --backend cuda and --use-custom-sdpa): attend "
                  "only over positions [0, last written + 1) | full: over the whole static KV cache, masked");
+  ex->add_option("--logits", ea.logits,
+                 "all (default): forward returns logits[1, S, V] | last: logits[1, 1, V] of the last position only "
+                 "(decoders: the lm_head runs on one row per prefill; enough to generate, not to score every position)");
   ex->add_option("--linear-weights", ea.linear_weights,
                  "fp32 (default) | fp16: store the linear layers' weights (XNNPACK FullyConnected filters) as fp16, "
                  "half the bytes read per token; activations stay fp32 (xnnpack backend)");

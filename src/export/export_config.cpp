@@ -60,6 +60,12 @@ Result<AttentionSpan> parse_attention_span(const std::string& s) {
   return make_error(ErrorCode::kInvalidArgument, "unknown attention span '{}'; expected full or written", s);
 }
 
+Result<bool> parse_logits(const std::string& s) {
+  if (s == "all") return false;
+  if (s == "last") return true;
+  return make_error(ErrorCode::kInvalidArgument, "unknown logits choice '{}'; expected all or last", s);
+}
+
 nlohmann::ordered_json config_to_json(const ExportConfig& c) {
   nlohmann::ordered_json j;
   j["backend"] = backend_name(c.backend);
@@ -75,6 +81,7 @@ nlohmann::ordered_json config_to_json(const ExportConfig& c) {
   if (c.attention_span) j["attention_span"] = attention_span_name(*c.attention_span);
   j["use_kv_cache"] = c.use_kv_cache;
   if (c.use_custom_sdpa) j["use_custom_sdpa"] = true;  // programs without it keep the keys they always had
+  if (c.last_logits) j["logits"] = "last";               // likewise
   j["linear_weights"] = dtype_name(c.linear_weights);
   if (c.quant.active()) {  // float programs keep the keys they always had
     j["qlinear"] = c.quant.qlinear;
@@ -152,6 +159,11 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
     } else if (key == "use_custom_sdpa") {
       HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_boolean(), "use_custom_sdpa", "boolean", where));
       c.use_custom_sdpa = v.get<bool>();
+    } else if (key == "logits") {
+      HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_string(), "logits", "string", where));
+      auto last = parse_logits(v.get<std::string>());
+      if (!last) return last.status().with_context(where);
+      c.last_logits = *last;
     } else if (key == "attention_span") {
       HF2PTE_RETURN_IF_ERROR(expect_type(v, v.is_string(), "attention_span", "string", where));
       auto s = parse_attention_span(v.get<std::string>());
@@ -200,7 +212,7 @@ Result<ExportConfig> config_from_json(const nlohmann::json& j, const std::string
       return make_error(ErrorCode::kInvalidArgument,
                         "export config: unknown field '{}'; expected backend, dtype, max_seq_len, dynamic_shapes, "
                         "alloc_graph_input, alloc_graph_output, alloc_mutable_buffers, attention_span, use_kv_cache, "
-                        "use_custom_sdpa, "
+                        "use_custom_sdpa, logits, "
                         "linear_weights, qlinear, qlinear_group_size, qembedding, qembedding_group_size, qlinear_skip or "
                         "qparams ({})", key,
                         where);

@@ -31,6 +31,9 @@ const char* attention_span_name(AttentionSpan s);
 /// "full" | "written".
 Result<AttentionSpan> parse_attention_span(const std::string& s);
 
+/// "all" (false) | "last" (true): --logits.
+Result<bool> parse_logits(const std::string& s);
+
 struct DimBound {
   int64_t min = 1;
   std::optional<int64_t> max;  ///< nullopt: unbounded ("seq=1:"), capped by the program fixes
@@ -69,6 +72,12 @@ struct ExportConfig {
   /// written rows in place (optimum-executorch's --use_custom_sdpa with its
   /// custom KV cache). The upstream runtime needs extension/llm/custom_ops.
   bool use_custom_sdpa = false;
+  /// Decoders: forward returns the logits of the call's last position only,
+  /// [1, 1, V], instead of [1, S, V] (--logits last; upstream's llama export
+  /// without generate_full_logits). The lm_head then runs on one row per
+  /// prefill and the planned logits buffer is one row. Generation needs no
+  /// more; scoring every position needs the default.
+  bool last_logits = false;
   /// Element type of the XNNPACK FullyConnected filters (the linear layers'
   /// weights): fp32, or fp16 (half the bytes per decoded token; activations
   /// stay fp32: XNNPACK's fp32 x fp16 -> fp32 combination). xnnpack only.

@@ -98,6 +98,7 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
   }
   bo.kv_cache = config.use_kv_cache;
   bo.custom_sdpa = config.use_custom_sdpa;
+  bo.last_logits = config.last_logits;
   bo.exporter_version = fmt::format("hf2pte {}", HF2PTE_VERSION);
   // Encoders (bert, roberta, xlm-roberta, distilbert) and image models have their own builders and contracts.
   auto build = models::is_encoder_checkpoint(ckpt)   ? &models::build_encoder
@@ -108,6 +109,9 @@ Result<ExportSummary> export_model(const ExportRequest& req) {
                          "--use-custom-sdpa applies to decoder LLMs (llama::custom_sdpa over their KV cache); {} is not one",
                          req.model_dir);
   HF2PTE_ASSIGN_OR_RETURN(models::BuiltModel built, build(ckpt, bo));
+  HF2PTE_CHECK_OR_RETURN(!bo.last_logits || built.last_logits_only, kInvalidArgument,
+                         "--logits last applies to decoder LLMs (forward's logits of the last position); {} is not one",
+                         req.model_dir);
   for (const auto& w : built.warnings) if (req.on_warning) req.on_warning(w);
   HF2PTE_RETURN_IF_ERROR(apply_dim_overrides(built.program, config));
   // A 16-bit program is validated against the fp32 model too (its constants

@@ -87,8 +87,10 @@ Result<std::vector<float>> TextGenerator::forward(const std::vector<int64_t>& id
   }
   HF2PTE_RETURN_IF_ERROR(forward_->execute());
   HF2PTE_ASSIGN_OR_RETURN(HostTensor logits, forward_->output_tensor(0));
-  HF2PTE_CHECK_OR_RETURN(logits.dtype == ScalarType::kFloat && logits.numel() == n * vocab_size_, kInvalidProgram,
-                         "forward returned logits of {} values; expected {} x {} float32", logits.numel(), n, vocab_size_);
+  // n rows, or the last position's row only (--logits last).
+  HF2PTE_CHECK_OR_RETURN(logits.dtype == ScalarType::kFloat && (logits.numel() == n * vocab_size_ || logits.numel() == vocab_size_),
+                         kInvalidProgram, "forward returned logits of {} values; expected {} x {} float32 (or the last row's {})",
+                         logits.numel(), n, vocab_size_, vocab_size_);
   std::vector<float> out(size_t(logits.numel()));
   std::memcpy(out.data(), logits.bytes.data(), out.size() * sizeof(float));
   return out;
@@ -155,7 +157,7 @@ Result<std::vector<int64_t>> TextGenerator::generate(const std::vector<int64_t>&
   if (config.max_new_tokens <= 0 || cancelled()) return finish(config.max_new_tokens <= 0 ? "max_new_tokens" : "cancelled", t0);
   HF2PTE_ASSIGN_OR_RETURN(auto logits, forward(prompt, 0));
   st.prefill_seconds = seconds_since(t0);
-  int64_t next = pick(logits, int64_t(prompt.size()) - 1);
+  int64_t next = pick(logits, int64_t(logits.size()) / vocab_size_ - 1);  // the last row
   int64_t pos = int64_t(prompt.size());
   auto t1 = std::chrono::steady_clock::now();
   while (true) {
@@ -173,7 +175,7 @@ Result<std::vector<int64_t>> TextGenerator::generate(const std::vector<int64_t>&
       next = pick(logits, 0);
     } else {  // no cache: the whole sequence again, the last row is the next token's
       HF2PTE_ASSIGN_OR_RETURN(logits, forward(history, 0));
-      next = pick(logits, pos);
+      next = pick(logits, int64_t(logits.size()) / vocab_size_ - 1);
     }
     ++pos;
   }

@@ -61,8 +61,10 @@ class TextGenerator {
   Result<std::vector<int64_t>> generate(const std::vector<int64_t>& prompt, const GenerationConfig& config,
                                         const std::function<bool(int64_t)>& on_token, GenerationStats* stats);
 
-  /// One forward call at positions [start, start + ids.size()): logits [S, V], row-major.
-  /// Without a KV cache the call sees only `ids`, so `start` must be 0.
+  /// One forward call at positions [start, start + ids.size()): logits [S, V], row-major,
+  /// or [1, V] of the last position from a program exported with --logits last.
+  /// Every caller that samples takes the last row. Without a KV cache the call
+  /// sees only `ids`, so `start` must be 0.
   Result<std::vector<float>> forward(const std::vector<int64_t>& ids, int64_t start);
 
   /// The KV caches of one sequence in caller memory (one buffer per mutable

@@ -254,6 +254,10 @@ Result<ValueId> BlockBuilder::activation(ValueId x, std::string_view act, const 
                     act);
 }
 
+Result<ValueId> BlockBuilder::last_position(ValueId x, const SymInt& S) {
+  return op(OpId::SliceCopyTensorOut, {x, int64_t{-2}, S - SymInt(1), S}, "last_position");
+}
+
 Result<ValueId> BlockBuilder::softcap(ValueId x, double cap, const std::string& name) {
   HF2PTE_ASSIGN_OR_RETURN(ValueId s, op(OpId::MulScalarOut, {x, 1.0 / cap}, name + ".div_cap"));
   HF2PTE_ASSIGN_OR_RETURN(s, op(OpId::TanhOut, {s}, name + ".tanh"));

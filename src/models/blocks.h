@@ -142,6 +142,8 @@ class BlockBuilder {
   /// HF activations by name: silu, gelu (erf), gelu_pytorch_tanh / gelu_new (tanh form).
   /// Others are kNotSupported naming the activation.
   Result<ValueId> activation(ValueId x, std::string_view act, const std::string& name);
+  /// The last of x's S positions along dim -2 ([S, H] -> [1, H]): --logits last.
+  Result<ValueId> last_position(ValueId x, const SymInt& S);
   /// tanh(x / cap) * cap.
   Result<ValueId> softcap(ValueId x, double cap, const std::string& name);
   /// rotate_half RoPE on x [S, heads, head_dim] with cos/sin [S, 1, rotary_dim];

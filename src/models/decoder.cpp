@@ -635,6 +635,14 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
     HF2PTE_ASSIGN_OR_RETURN(LayerWeights w, load_layer(b, arch, c, i));
     HF2PTE_ASSIGN_OR_RETURN(x, decoder_layer(b, arch, c, w, sh, in, x, i));
   }
+  // --logits last: only the call's last position goes on (norm and lm_head
+  // are per position), so the head runs on one row however long the prompt.
+  SymInt logit_rows = sh.S;
+  if (opt.last_logits) {
+    HF2PTE_ASSIGN_OR_RETURN(x, b.last_position(x, sh.S));
+    logit_rows = SymInt(1);
+    out.last_logits_only = true;
+  }
   HF2PTE_ASSIGN_OR_RETURN(NormWeights final_norm, b.norm_weights(std::string(arch.names.final_norm), H, arch.norm));
   HF2PTE_ASSIGN_OR_RETURN(x, b.norm(x, final_norm, NormOptions{arch.norm, c.rms_norm_eps}, "final_norm"));
   LinearWeights head;
@@ -656,7 +664,7 @@ Result<BuiltModel> build_causal_lm(const ArchTraits& arch, const LlamaFamilyConf
   if (g.type(logits).dtype != ScalarType::kFloat) {
     HF2PTE_ASSIGN_OR_RETURN(logits, b.op(OpId::ToCopy, {logits, ScalarType::kFloat}, "logits_f32"));
   }
-  HF2PTE_ASSIGN_OR_RETURN(logits, b.op(OpId::ViewCopyOut, {logits, IntList{1, sh.S, V}}, "logits"));
+  HF2PTE_ASSIGN_OR_RETURN(logits, b.op(OpId::ViewCopyOut, {logits, IntList{1, logit_rows, V}}, "logits"));
   g.set_outputs({logits});
 
   // Derived buffers some checkpoints carry (never weights).

@@ -288,6 +288,12 @@ Result<BuiltModel> build_mamba(const ArchTraits& arch, Checkpoint& ckpt, const B
     HF2PTE_ASSIGN_OR_RETURN(m, b.cast(m, stream, p + ".mixer_out"));
     HF2PTE_ASSIGN_OR_RETURN(x, b.op(OpId::AddOut, {x, m}, p + ".residual"));
   }
+  SymInt logit_rows = in.S;  // --logits last: one row on (decoder.cpp does the same)
+  if (opt.last_logits) {
+    HF2PTE_ASSIGN_OR_RETURN(x, b.last_position(x, in.S));
+    logit_rows = SymInt(1);
+    out.last_logits_only = true;
+  }
   HF2PTE_ASSIGN_OR_RETURN(NormWeights final_norm, b.norm_weights(std::string(arch.names.final_norm), H, NormKind::kRms));
   HF2PTE_ASSIGN_OR_RETURN(x, b.cast(x, opt.dtype, "final_norm_in"));
   HF2PTE_ASSIGN_OR_RETURN(x, b.norm(x, final_norm, no, "final_norm"));
@@ -299,7 +305,7 @@ Result<BuiltModel> build_mamba(const ArchTraits& arch, Checkpoint& ckpt, const B
   }
   HF2PTE_ASSIGN_OR_RETURN(ValueId logits, b.linear(x, head, "lm_head"));
   HF2PTE_ASSIGN_OR_RETURN(logits, b.cast(logits, ScalarType::kFloat, "logits_f32"));  // llm-contract.md
-  HF2PTE_ASSIGN_OR_RETURN(logits, b.op(OpId::ViewCopyOut, {logits, IntList{1, in.S, V}}, "logits"));
+  HF2PTE_ASSIGN_OR_RETURN(logits, b.op(OpId::ViewCopyOut, {logits, IntList{1, logit_rows, V}}, "logits"));
   g.set_outputs({logits});
   HF2PTE_RETURN_IF_ERROR(ckpt.check_all_consumed());
 

@@ -30,6 +30,9 @@ struct BuildOptions {
   /// (optimum-executorch's --use_custom_sdpa --use_custom_kv_cache;
   /// --use-custom-sdpa). Standard causal attention only.
   bool custom_sdpa = false;
+  /// Decoders: logits of the call's last position only,
+  /// [1, 1, V] (ExportConfig::last_logits).
+  bool last_logits = false;
 };
 
 struct BuiltModel {
@@ -47,6 +50,8 @@ struct BuiltModel {
   bool recurrent_state = false;
   /// The attention span the program was built with (BuildOptions::attend_written_only resolved).
   bool attends_written_only = false;
+  /// forward returns the last position's logits only (BuildOptions::last_logits honoured).
+  bool last_logits_only = false;
 };
 
 /// The LLM contract's metadata constant methods (docs/llm-contract.md) that

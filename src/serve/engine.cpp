@@ -240,7 +240,7 @@ void Engine::step(Slot& s) {
     std::lock_guard lk(mu_);
     ++counters_.decode_steps;
   }
-  take_token(s, *logits, int64_t(ids.size()) - 1);
+  take_token(s, *logits, int64_t(logits->size()) / gen_->vocab_size() - 1);  // the last row (all rows, or --logits last's one)
 }
 
 void Engine::take_token(Slot& s, const std::vector<float>& logits, int64_t row) {
