@@ -1095,6 +1095,24 @@ Result<std::vector<int64_t>> reshaped(std::span<const int64_t> in, std::span<con
 
 namespace {
 
+/// Per value: how many node inputs read it, and the index of the node that
+/// writes it (-1: none).
+struct ValueUses {
+  std::vector<uint32_t> readers;
+  std::vector<int64_t> produced_at;
+};
+ValueUses value_uses(const XnnGraph& g) {
+  const size_t nv = g.values.size();
+  ValueUses u{std::vector<uint32_t>(nv, 0), std::vector<int64_t>(nv, -1)};
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (uint32_t v : node_inputs(g.nodes[i])) {
+      if (v < nv) ++u.readers[v];
+    }
+    if (const uint32_t o = node_output(g.nodes[i]); o < nv) u.produced_at[o] = int64_t(i);
+  }
+  return u;
+}
+
 /// A StaticReshape from an internal value to an external output (a decoder's
 /// logits [1, S, V] from the lm_head's [S, V]) would copy the whole value
 /// every run: 65 MB for 512 prompt tokens. When the reshape is the value's
@@ -1102,14 +1120,7 @@ namespace {
 /// view), the producer writes into the output's memory instead.
 void forward_output_reshapes(XnnGraph& g) {
   const size_t nv = g.values.size();
-  std::vector<uint32_t> readers(nv, 0);
-  std::vector<int64_t> produced_at(nv, -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (uint32_t v : node_inputs(g.nodes[i])) {
-      if (v < nv) ++readers[v];
-    }
-    if (const uint32_t o = node_output(g.nodes[i]); o < nv) produced_at[o] = int64_t(i);
-  }
+  auto [readers, produced_at] = value_uses(g);
   for (size_t j = 0; j < g.nodes.size(); ++j) {
     auto* r = std::get_if<ReshapeParams>(&g.nodes[j].params);
     if (r == nullptr || r->input >= nv || r->output >= nv) continue;
@@ -1149,14 +1160,7 @@ void skip_fused_converts(XnnGraph& g) {
 /// output with the Add's clamp. Equal serialized dims only (no broadcast).
 void fuse_residual_adds(XnnGraph& g) {
   const size_t nv = g.values.size();
-  std::vector<uint32_t> readers(nv, 0);
-  std::vector<int64_t> produced_at(nv, -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (uint32_t v : node_inputs(g.nodes[i])) {
-      if (v < nv) ++readers[v];
-    }
-    if (const uint32_t o = node_output(g.nodes[i]); o < nv) produced_at[o] = int64_t(i);
-  }
+  auto [readers, produced_at] = value_uses(g);
   std::vector<bool> dropped(g.nodes.size(), false);
   for (size_t j = 0; j < g.nodes.size(); ++j) {
     const auto* add = std::get_if<BinaryParams>(&g.nodes[j].params);
