@@ -94,10 +94,27 @@ TEST(LastLogitsErrors, AnEncoderIsRefusedWithNoOutput) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
-TEST(LastLogitsErrors, AnUnknownChoiceIsNamed) {
-  auto r = exp::parse_logits("first");
-  ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("'first'"), std::string::npos);
+// The --config JSON form: absent means all (programs keep the keys they had),
+// "last" round-trips, an unknown value is named with the file.
+TEST(LastLogitsConfig, RoundTripsAndRejectsUnknownValues) {
+  exp::ExportConfig c;
+  EXPECT_FALSE(exp::config_to_json(c).contains("logits"));
+  c.last_logits = true;
+  const auto j = exp::config_to_json(c);
+  EXPECT_EQ(j["logits"], "last");
+  auto back = exp::config_from_json(nlohmann::json::parse(j.dump()), "test");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_TRUE(back->last_logits);
+  auto all = exp::config_from_json(nlohmann::json{{"logits", "all"}}, "cfg.json");
+  ASSERT_TRUE(all.is_ok()) << all.status().message();
+  EXPECT_FALSE(all->last_logits);
+  auto bad = exp::config_from_json(nlohmann::json{{"logits", "first"}}, "cfg.json");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("unknown logits choice 'first'; expected all or last"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("cfg.json"), std::string::npos) << bad.status().message();
+  auto wrong_type = exp::config_from_json(nlohmann::json{{"logits", true}}, "cfg.json");
+  EXPECT_FALSE(wrong_type.is_ok());
 }
 
 }  // namespace
