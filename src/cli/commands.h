@@ -22,6 +22,11 @@ inline constexpr const char* kHugePagesHelp =
     "copy the weights (XNNPACK's linear filters, other constants of 1 MiB or more) into huge pages at load: "
     "slower load, faster decode on large models "
     "(default: read them in place from the file)";
+/// serve's: on by default, because a server pays the copy once and decodes for
+/// hours (docs/decisions.md, "Huge pages by default for serve").
+inline constexpr const char* kServeHugePagesHelp =
+    "copy the weights into huge pages at load (default where transparent huge pages are enabled: a server loads "
+    "once; bench-1b fp32 decodes 1.3-1.4x faster for 2-5 s more load); --no-huge-pages reads them in place";
 void apply_huge_pages(bool on);
 
 /// kInvalidArgument naming `command` when `program` is an encoder (constant
@@ -125,7 +130,7 @@ struct ServeArgs {
   int port = 8080, slots = 1, max_queue = 64, threads = 0;
   int64_t prefill_chunk = 256;
   size_t max_body_bytes = size_t(1) << 20;
-  bool huge_pages = false;
+  bool huge_pages = true;  ///< --huge-pages / --no-huge-pages (kServeHugePagesHelp)
 };
 /// `hf2pte serve OUT.pte [--host H] [--port P] [--slots N] [--max-queue Q] [--api-key KEY] [--threads T] ...`
 CLI::App* add_serve_command(CLI::App& app, ServeArgs& a);

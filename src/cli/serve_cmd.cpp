@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "kernels/optimized/kernels.h"
+#include "runtime/weight_store.h"
 #include "serve/engine.h"
 #include "serve/server.h"
 
@@ -26,7 +27,7 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& a) {
                 "Jinja file for /v1/chat/completions, or 'chatml' (default: the tokenizer's; ChatML when it has none)");
   s->add_option("--prefill-chunk", a.prefill_chunk, "prompt tokens per engine step (default 256)");
   s->add_option("--max-body-bytes", a.max_body_bytes, "largest request body accepted; larger gets 413 (default 1 MiB)");
-  s->add_flag("--huge-pages", a.huge_pages, kHugePagesHelp);
+  s->add_flag("--huge-pages,!--no-huge-pages", a.huge_pages, kServeHugePagesHelp);
   return s;
 }
 
@@ -54,7 +55,7 @@ int run_serve(const ServeArgs& a) {
                            "65535, --max-body-bytes >= 1024 (command line)"));
   }
   if (auto st = serve::install_shutdown_handlers(); !st) return fail(st);
-  apply_huge_pages(a.huge_pages);
+  apply_huge_pages(a.huge_pages && rt::transparent_huge_pages_available());
   // The program first: a wrong path or an unservable program is the error to report.
   auto program = rt::Program::load(a.pte);
   if (!program) return fail(program.status());

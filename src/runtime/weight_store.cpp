@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <mutex>
 
 namespace hf2pte::rt {
@@ -49,6 +51,13 @@ std::weak_ptr<Chunk> g_current;  ///< the chunk being filled
 }  // namespace
 
 void set_weight_placement(WeightPlacement p) { g_placement.store(p); }
+
+bool transparent_huge_pages_available() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(in, modes);
+  return modes.find("[always]") != std::string::npos || modes.find("[madvise]") != std::string::npos;
+}
 WeightPlacement weight_placement() { return g_placement.load(); }
 
 Result<WeightBlock> allocate_weights(size_t bytes) {

@@ -38,6 +38,11 @@ struct WeightBlock {
   std::shared_ptr<void> chunk;
 };
 
+/// Whether the kernel gives huge pages to memory advised MADV_HUGEPAGE
+/// (/sys/kernel/mm/transparent_hugepage/enabled says always or madvise).
+/// Without them a copy into "huge pages" is ordinary memory: load time for nothing.
+bool transparent_huge_pages_available();
+
 /// `bytes` of uninitialised weight storage. Thread-safe.
 Result<WeightBlock> allocate_weights(size_t bytes);
 
