@@ -18,6 +18,7 @@
 #include "pte/inspect.h"
 #include "pte/pte_file.h"
 #include "decode_check.h"
+#include "fixture_backend_case.h"
 #include "test_util.h"
 
 namespace hf2pte {
@@ -38,16 +39,7 @@ Result<std::string> export_custom(const std::string& dir, const std::string& tag
   return req.output_path;
 }
 
-using Case = std::tuple<std::string, exp::Backend>;
-
-class CustomSdpaFixture : public ::testing::TestWithParam<Case> {
- protected:
-  void SetUp() override { ASSERT_TRUE(xnn::register_xnnpack_backend().is_ok()); }
-  std::string name() const { return std::get<0>(GetParam()); }
-  exp::Backend backend() const { return std::get<1>(GetParam()); }
-  std::string dir() const { return test::repo_path("tests/data/fixtures/" + name()); }
-  std::string tag() const { return name() + "-" + exp::backend_name(backend()); }
-};
+using CustomSdpaFixture = test::FixtureBackendTest;
 
 TEST_P(CustomSdpaFixture, PrefillAndDecodeMatchReference) {
   auto pte = export_custom(dir(), tag(), backend());
@@ -75,11 +67,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("llama-mha", "llama-gqa", "llama-gqa-tied-bf16", "qwen2", "llama3-rope",
                                          "qwen3", "gemma", "olmo2", "phi", "gpt_neox", "mixtral", "qwen3_moe", "gpt2"),
                        ::testing::Values(exp::Backend::kXnnpack, exp::Backend::kPortable)),
-    [](const auto& info) {
-      std::string n = std::get<0>(info.param) + "_" + exp::backend_name(std::get<1>(info.param));
-      for (auto& c : n) if (c == '-') c = '_';
-      return n;
-    });
+    test::fixture_backend_name);
 
 TEST(CustomSdpa, ProgramCallsTheCustomOpsAndSaysSo) {
   auto pte = export_custom(test::repo_path("tests/data/fixtures/llama-gqa"), "ops", exp::Backend::kXnnpack);

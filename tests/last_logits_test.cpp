@@ -18,6 +18,7 @@
 #include "pte/inspect.h"
 #include "pte/pte_file.h"
 #include "decode_check.h"
+#include "fixture_backend_case.h"
 #include "test_util.h"
 
 namespace hf2pte {
@@ -35,20 +36,12 @@ Result<std::string> export_last(const std::string& fixture, exp::Backend backend
   return req.output_path;
 }
 
-using Case = std::tuple<std::string, exp::Backend>;
-
-class LastLogits : public ::testing::TestWithParam<Case> {
- protected:
-  void SetUp() override { ASSERT_TRUE(xnn::register_xnnpack_backend().is_ok()); }
-  std::string fixture() const { return std::get<0>(GetParam()); }
-  exp::Backend backend() const { return std::get<1>(GetParam()); }
-  std::string tag() const { return fixture() + "-" + exp::backend_name(backend()); }
-};
+using LastLogits = test::FixtureBackendTest;
 
 TEST_P(LastLogits, PrefillGivesTheLastRowAndDecodeReproducesGreedy) {
-  auto pte = export_last(fixture(), backend(), tag());
+  auto pte = export_last(name(), backend(), tag());
   ASSERT_TRUE(pte.is_ok()) << pte.status().message();
-  const std::string dir = test::repo_path("tests/data/fixtures/" + fixture());
+  const std::string dir = this->dir();
   const auto ids = test::as_longs(test::load_npy(dir + "/input_ids.npy"));
   const auto ref = test::load_npy(dir + "/logits.npy");
   const int64_t V = ref.sizes.back();
@@ -76,11 +69,7 @@ TEST_P(LastLogits, PrefillGivesTheLastRowAndDecodeReproducesGreedy) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, LastLogits,
                          ::testing::Combine(::testing::Values("llama-gqa", "llama-gqa-tied-bf16", "gemma2", "mamba"),
                                             ::testing::Values(exp::Backend::kPortable, exp::Backend::kXnnpack)),
-                         [](const auto& info) {
-                           std::string n = std::get<0>(info.param) + "_" + exp::backend_name(std::get<1>(info.param));
-                           for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           return n;
-                         });
+                         test::fixture_backend_name);
 
 TEST(LastLogitsErrors, AnEncoderIsRefusedWithNoOutput) {
   const std::string out = test::temp_dir("last-logits-bert") + "/model.pte";

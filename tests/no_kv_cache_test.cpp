@@ -21,6 +21,7 @@
 #include "pte/pte_file.h"
 #include "runtime/program.h"
 #include "decode_check.h"
+#include "fixture_backend_case.h"
 #include "test_util.h"
 
 namespace hf2pte {
@@ -44,16 +45,7 @@ std::string export_no_cache(const std::string& dir, const std::string& tag, exp:
   return req.output_path;
 }
 
-using Case = std::tuple<std::string, exp::Backend>;
-
-class NoKvCacheFixture : public ::testing::TestWithParam<Case> {
- protected:
-  void SetUp() override { ASSERT_TRUE(xnn::register_xnnpack_backend().is_ok()); }
-  std::string name() const { return std::get<0>(GetParam()); }
-  exp::Backend backend() const { return std::get<1>(GetParam()); }
-  std::string dir() const { return test::repo_path("tests/data/fixtures/" + name()); }
-  std::string tag() const { return name() + "-" + exp::backend_name(backend()); }
-};
+using NoKvCacheFixture = test::FixtureBackendTest;
 
 TEST_P(NoKvCacheFixture, FullSequenceLogitsMatchReference) {
   const std::string pte = export_no_cache(dir(), tag(), backend());
@@ -105,11 +97,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, NoKvCacheFixture,
                                                               "gemma2", "gemma3", "phi", "gpt_neox", "mixtral",
                                                               "qwen3_moe", "gpt2", "gpt2-hubstyle"),
                                             ::testing::Values(exp::Backend::kPortable, exp::Backend::kXnnpack)),
-                         [](const auto& info) {
-                           std::string n = std::get<0>(info.param) + "_" + exp::backend_name(std::get<1>(info.param));
-                           for (auto& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+                         test::fixture_backend_name);
 
 // The program's shape of the contract: one input, no mutable buffers or
 // mutable data, use_kv_cache = false, the flag in get_export_config, and
