@@ -11,6 +11,7 @@
 
 #include "core/scalar_type.h"
 #include "kernels/optimized/simd_kernels.h"
+#include "kernels/optimized/stream_prefetch.h"
 
 namespace hf2pte::kernels {
 
@@ -109,6 +110,8 @@ void dot_rows(const float* x, const T* w, float* y, int64_t K, int64_t ldw, int6
     const T* r1 = r0 + ldw;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (int64_t k = 0; k < K32; k += 32) {
+      prefetch_page_ahead(r0 + k, 32 * sizeof(T));
+      prefetch_page_ahead(r1 + k, 32 * sizeof(T));
       const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
       const __m256 x2 = _mm256_loadu_ps(x + k + 16), x3 = _mm256_loadu_ps(x + k + 24);
       a0 = _mm256_fmadd_ps(x0, load_row(r0 + k), a0);
@@ -128,6 +131,7 @@ void dot_rows(const float* x, const T* w, float* y, int64_t K, int64_t ldw, int6
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t k = 0;
     for (; k + 32 <= K; k += 32) {
+      prefetch_page_ahead(row + k, 32 * sizeof(T));
       a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), load_row(row + k), a0);
       a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8), load_row(row + k + 8), a1);
       a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 16), load_row(row + k + 16), a2);
@@ -428,14 +432,13 @@ void gelu_row(const float* x, float* y, int64_t n) {
   }
 }
 
-// Four independent accumulators, one 64-byte line per two loads, a software
-// prefetch 1 KiB ahead (the bench's bandwidth probe).
+// Four independent accumulators, one 64-byte line per two loads, the
+// decode GEMV's page-ahead prefetch (the bench's bandwidth probe).
 float sum_row(const float* x, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(x + i + 256), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(x + i + 272), _MM_HINT_T0);
+    prefetch_page_ahead(x + i, 32 * sizeof(float));
     a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
     a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
     a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + i + 16));

@@ -11,6 +11,7 @@
 
 #include "core/half.h"
 #include "kernels/optimized/simd_kernels.h"
+#include "kernels/optimized/stream_prefetch.h"
 
 namespace hf2pte::kernels {
 
@@ -94,6 +95,7 @@ void dot_rows(const float* x, const T* w, float* y, int64_t K, int64_t ldw, int6
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t k = 0;
     for (; k + 64 <= K; k += 64) {
+      prefetch_page_ahead(row + k, 64 * sizeof(T));
       a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), load_row(row + k), a0);
       a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16), load_row(row + k + 16), a1);
       a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 32), load_row(row + k + 32), a2);
@@ -411,16 +413,13 @@ void gelu_row(const float* x, float* y, int64_t n) {
   }
 }
 
-// Four independent 16-float accumulators, one 64-byte line per load, a
-// software prefetch 1 KiB ahead (as the quantized GEMVs stream).
+// Four independent 16-float accumulators, one 64-byte line per load, the
+// decode GEMV's page-ahead prefetch (the bench's bandwidth probe).
 float sum_row(const float* x, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(x + i + 256), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(x + i + 272), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(x + i + 288), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(x + i + 304), _MM_HINT_T0);
+    prefetch_page_ahead(x + i, 64 * sizeof(float));
     a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i));
     a1 = _mm512_add_ps(a1, _mm512_loadu_ps(x + i + 16));
     a2 = _mm512_add_ps(a2, _mm512_loadu_ps(x + i + 32));
