@@ -58,6 +58,9 @@ class Backend {
   /// Runs the delegate. `args` are the DelegateCall args: the lowered module's
   /// inputs, then its flattened outputs (docs/pte-format.md §4).
   virtual Status execute(DelegateHandle& handle, std::span<EValue*> args) const = 0;
+  /// True when execute() accepts input tensors that are strided views
+  /// (Tensor::is_strided_view): it reads them in place or compacts them itself.
+  virtual bool takes_strided_views() const { return false; }
 };
 
 /// Registers `backend` under `id` (the BackendDelegate.id in the file, e.g.

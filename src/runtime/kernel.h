@@ -15,6 +15,11 @@ namespace hf2pte::rt {
 /// Per-call context. Kernels report errors by returning a Status.
 struct KernelContext {
   std::string_view op_name;  ///< "aten::add.out", for error messages
+  /// The Method proved that every reader of this call's out tensor takes a
+  /// strided view (Backend::takes_strided_views) and that its input is not
+  /// written before they have run: a slice may then hand out a view of its
+  /// input instead of a copy (Tensor::set_strided_view).
+  bool output_may_view = false;
 };
 
 /// A kernel receives its KernelCall args in schema order plus the return slot

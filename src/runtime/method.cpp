@@ -184,7 +184,71 @@ Status PlanMethod::init(const fb::ExecutionPlan& plan, const KernelRegistry& reg
     b.meta.rebindable = !b.meta.planned || !shares_planned_bytes(plan, v);
     buffers_.push_back(std::move(b));
   }
+  mark_view_outputs();
   return Status::ok();
+}
+
+// A slice's out tensor may be a view of its input (no copy) when
+//  - the chain has no control flow or moves (the readers are the instructions
+//    that name the value, in order),
+//  - the value is not a method input, output or mutable buffer,
+//  - the sliced tensor is a mutable buffer whose bytes no other value shares
+//    (an intermediate's planned bytes may be reused before the view is read),
+//  - every instruction that reads it is a call of a delegate that takes
+//    strided views, and
+//  - nothing names the sliced tensor between the slice and its last reader
+//    (so nothing writes it while the view is read).
+// The written-span attention's per-layer K/V cache slices are the case: the
+// decode step then reads the written rows of the cache in place.
+void PlanMethod::mark_view_outputs() {
+  auto names = [](const Instr& ins, const EValue* v) {
+    for (const EValue* a : ins.args) {
+      if (a == v || std::find(a->items.begin(), a->items.end(), v) != a->items.end()) return true;
+    }
+    return false;
+  };
+  auto is_io = [&](size_t v) {
+    auto is_v = [v](const auto& io) { return io.value_idx == v; };
+    return std::any_of(inputs_.begin(), inputs_.end(), is_v) || std::any_of(outputs_.begin(), outputs_.end(), is_v) ||
+           std::any_of(buffers_.begin(), buffers_.end(), is_v);
+  };
+  for (auto& chain : chains_) {
+    const bool straight = std::all_of(chain.begin(), chain.end(), [](const Instr& i) {
+      return i.kind == InstrKind::kKernel || i.kind == InstrKind::kDelegate || i.kind == InstrKind::kFree;
+    });
+    if (!straight) continue;
+    for (size_t pc = 0; pc < chain.size(); ++pc) {
+      Instr& slice = chain[pc];
+      if (slice.kind != InstrKind::kKernel || slice.op_name != "aten::slice_copy.Tensor_out" || slice.args.size() != 7) {
+        continue;
+      }
+      const EValue* self = slice.args[0];
+      const EValue* out = slice.args[5];
+      if (!self->is_tensor() || !out->is_tensor() || self == out || is_io(size_t(out - values_.data()))) continue;
+      // The sliced tensor's bytes must outlive the slice: a mutable buffer no
+      // other planned value shares (an intermediate's bytes are reused).
+      const size_t self_idx = size_t(self - values_.data());
+      if (!std::any_of(buffers_.begin(), buffers_.end(),
+                       [&](const Buffer& b) { return b.value_idx == self_idx && b.meta.rebindable; })) {
+        continue;
+      }
+      size_t last = 0;
+      bool ok = true;
+      for (size_t q = pc + 1; q < chain.size() && ok; ++q) {
+        const Instr& r = chain[q];
+        if (r.kind == InstrKind::kFree) {
+          ok = r.a != size_t(self - values_.data());
+          continue;
+        }
+        if (!names(r, out)) continue;
+        ok = r.kind == InstrKind::kDelegate && delegates_[r.delegate_idx].backend->takes_strided_views();
+        last = q;
+      }
+      if (!ok || last == 0) continue;
+      for (size_t q = pc + 1; q <= last && ok; ++q) ok = chain[q].kind == InstrKind::kFree || !names(chain[q], self);
+      slice.output_may_view = ok;
+    }
+  }
 }
 
 namespace {
@@ -861,6 +925,7 @@ Status PlanMethod::execute_instruction(size_t chain, size_t pc, const Instr& ins
         }
       }
       KernelContext ctx{ins.op_name};
+      ctx.output_may_view = ins.output_may_view;
       std::span<EValue*> args(const_cast<EValue**>(ins.args.data()), ins.args.size());
       Status st = kernels_[ins.kernel_idx](ctx, args);
       if (!st) return st.with_context(where());

@@ -86,6 +86,7 @@ class PlanMethod final : public Method {
     std::vector<EValue*> args;         ///< kKernel, kDelegate
     size_t a = 0;                      ///< kMove: from; kJumpFalse: cond; kFree: value
     size_t b = 0;                      ///< kMove: to; kJumpFalse: destination
+    bool output_may_view = false;      ///< kKernel: KernelContext::output_may_view (mark_view_outputs)
   };
 
   struct Delegate {
@@ -128,6 +129,9 @@ class PlanMethod final : public Method {
   Status parse_tensor(size_t idx, const void* fb_tensor);
   Status init_delegates(const executorch_flatbuffer::ExecutionPlan& plan);
   Status parse_instructions(const executorch_flatbuffer::ExecutionPlan& plan, const KernelRegistry& registry);
+  /// Lets slice_copy calls hand their delegate readers a view of the sliced
+  /// tensor instead of a copy, where that is provably safe (method.cpp).
+  void mark_view_outputs();
   Status execute_instruction(size_t chain, size_t pc, const Instr& ins, size_t* next_pc);
   Status error_in(Status st) const;
   ValueMeta meta_of(size_t value_idx) const;

@@ -27,6 +27,7 @@ Tensor::Tensor(ScalarType dtype, std::vector<int64_t> sizes, std::vector<uint8_t
 }
 
 bool Tensor::is_contiguous() const {
+  if (in_view_) return false;
   for (size_t i = 0; i < dim_order_.size(); ++i) {
     if (dim_order_[i] != i) return false;
   }
@@ -47,14 +48,39 @@ void Tensor::recompute_strides() {
   }
 }
 
+void Tensor::set_strided_view(const void* data, std::span<const int64_t> sizes, std::span<const int64_t> strides) {
+  if (!in_view_) {
+    own_data_ = data_;
+    own_capacity_ = capacity_bytes_;
+    in_view_ = true;
+  }
+  data_ = const_cast<void*>(data);
+  capacity_bytes_ = 0;  // nothing may be written through a view
+  sizes_.assign(sizes.begin(), sizes.end());
+  strides_.assign(strides.begin(), strides.end());
+  numel_ = 1;
+  for (int64_t s : sizes_) numel_ *= s;
+}
+
+void Tensor::end_view() {
+  data_ = own_data_;
+  capacity_bytes_ = own_capacity_;
+  own_data_ = nullptr;
+  own_capacity_ = 0;
+  in_view_ = false;
+  recompute_strides();
+}
+
 Status Tensor::resize(std::span<const int64_t> new_sizes) {
+  const bool was_view = in_view_;
+  if (was_view) end_view();
   HF2PTE_CHECK_OR_RETURN(new_sizes.size() == sizes_.size(), kInvalidArgument,
                          "cannot resize tensor of rank {} to rank {} (shape [{}])", sizes_.size(),
                          new_sizes.size(), fmt::join(new_sizes, ", "));
   bool same = true;
   for (size_t i = 0; i < new_sizes.size(); ++i) same = same && new_sizes[i] == sizes_[i];
-  if (same) return Status::ok();
-  HF2PTE_CHECK_OR_RETURN(dynamism_ != ShapeDynamism::kStatic, kInvalidArgument,
+  if (same && !was_view) return Status::ok();  // a former view's shape is checked against its own memory
+  HF2PTE_CHECK_OR_RETURN(same || dynamism_ != ShapeDynamism::kStatic, kInvalidArgument,
                          "cannot resize static tensor of shape [{}] to [{}]", fmt::join(sizes_, ", "),
                          fmt::join(new_sizes, ", "));
   // numel * element size, checked for overflow so a hostile shape cannot wrap

@@ -42,12 +42,24 @@ class Tensor {
   template <typename T> const T* data() const { return static_cast<const T*>(data_); }
   void set_data(void* data, size_t capacity_bytes) { data_ = data; capacity_bytes_ = capacity_bytes; }
 
+  /// Makes this tensor a strided view of another tensor's bytes: `data` with
+  /// shape `sizes` (same rank) and element `strides`, nothing copied. Only for
+  /// values every reader of which takes strided views (the Method decides:
+  /// KernelContext::output_may_view). The next resize() ends the view first, so
+  /// a kernel that writes this tensor writes its own memory again.
+  void set_strided_view(const void* data, std::span<const int64_t> sizes, std::span<const int64_t> strides);
+  /// True between set_strided_view and the next resize().
+  bool is_strided_view() const { return in_view_; }
+  /// What the tensor's own memory holds (its planned capacity, also while a view).
+  size_t own_capacity_bytes() const { return in_view_ ? own_capacity_ : capacity_bytes_; }
+
   /// Changes the shape (same rank). STATIC tensors only accept their own shape;
   /// DYNAMIC_BOUND tensors accept any shape whose bytes fit the capacity.
   Status resize(std::span<const int64_t> new_sizes);
 
  private:
   void recompute_strides();
+  void end_view();
 
   ScalarType dtype_ = ScalarType::kFloat;
   std::vector<int64_t> sizes_;
@@ -57,6 +69,10 @@ class Tensor {
   void* data_ = nullptr;
   size_t capacity_bytes_ = 0;
   ShapeDynamism dynamism_ = ShapeDynamism::kStatic;
+  // While a strided view: the tensor's own memory, restored by end_view().
+  bool in_view_ = false;
+  void* own_data_ = nullptr;
+  size_t own_capacity_ = 0;
 };
 
 }  // namespace hf2pte::rt

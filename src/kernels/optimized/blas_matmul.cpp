@@ -238,8 +238,9 @@ void gemm_f32_nt_1t(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda
 }
 
 void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
-                      float* C) {
+                      float* C, int64_t b_stride) {
   if (M * N == 0) return;
+  if (b_stride < 0) b_stride = K * N;
   const SimdKernels& k = simd();
   // Narrow heads (head_dim 8 or 16): q . K^T reduces 16 keys at once and
   // p . V accumulates two keys per vector, instead of dot products of 8.
@@ -253,13 +254,13 @@ void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
           const float* a = A + (i * M + r) * K;
           float* c = C + (i * M + r) * N;
           if (narrow && trans_b) {
-            k.dot_rows_narrow(a, B + i * N * K, c, K, N);
+            k.dot_rows_narrow(a, B + i * b_stride, c, K, N);
           } else if (narrow) {
-            k.axpy_rows_narrow(a, B + i * K * N, c, K, N);
+            k.axpy_rows_narrow(a, B + i * b_stride, c, K, N);
           } else if (trans_b) {
-            k.gemv_t(a, B + i * N * K, c, K, K, 0, N);
+            k.gemv_t(a, B + i * b_stride, c, K, K, 0, N);
           } else {
-            k.gemv(a, B + i * K * N, nullptr, c, K, N, 0, N);
+            k.gemv(a, B + i * b_stride, nullptr, c, K, N, 0, N);
           }
         }
       }
@@ -269,7 +270,7 @@ void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const floa
   // Other small batches run inline.
   parallel_for(batch, batch * M * K * N >= 65536 ? 1 : batch, [&](int64_t b0, int64_t b1) {
     for (int64_t i = b0; i < b1; ++i) {
-      sgemm_1t(trans_b, M, N, K, 1.0f, A + i * M * K, K, B + i * K * N, trans_b ? K : N, 0.0f, C + i * M * N, N);
+      sgemm_1t(trans_b, M, N, K, 1.0f, A + i * M * K, K, B + i * b_stride, trans_b ? K : N, 0.0f, C + i * M * N, N);
     }
   });
 }

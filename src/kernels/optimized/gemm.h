@@ -46,12 +46,13 @@ void gemm_f32_nt_1t(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda
 void gemm_f32_f16nt(int64_t M, int64_t N, int64_t K, const float* A, const uint16_t* W, float* C, const float* bias);
 
 /// C[b] = A[b] B[b] for b < batch: A[b] [M,K], B[b] [K,N] (or [N,K] when
-/// `trans_b`), C[b] [M,N], all contiguous. Batches across the pool; M <= 8 is
-/// a SIMD GEMV per row (decode attention, GQA groups; M > 1 only when K and
-/// N are >= 32), larger M a
+/// `trans_b`), C[b] [M,N], each contiguous; B[b] starts at B + b * b_stride
+/// (default K * N: all of B contiguous; larger for the rows of a KV cache read
+/// in place). Batches across the pool; M <= 8 is a SIMD GEMV per row (decode
+/// attention, GQA groups; M > 1 only when K and N are >= 32), larger M a
 /// single-threaded sgemm.
 void batched_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, const float* B, bool trans_b,
-                      float* C);
+                      float* C, int64_t b_stride = -1);
 
 /// Contiguous permute of 4-byte elements for the layouts LLM graphs use (last
 /// dim kept, or the last two dims swapped); false (nothing written) otherwise.

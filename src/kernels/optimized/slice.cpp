@@ -1,7 +1,9 @@
 // slice_copy with step 1 of a contiguous tensor into a contiguous out: every
 // outer index is one contiguous run of len * inner elements, one memcpy each
 // (with --attention-span written, the per-layer K/V cache slices
-// [kv, 0:end, head_dim]). Anything else, and every error, is the portable
+// [kv, 0:end, head_dim]); where the Method allows it (its readers are
+// delegates that take strided views) no copy at all, a view of the rows.
+// Anything else, and every error, is the portable
 // kernel's; the bounds come from the same slice_bounds (torch's rule).
 // Large copies are split across the thread pool.
 #include <algorithm>
@@ -73,11 +75,21 @@ Status slice_copy_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
   const int64_t len = end - start;
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   shape[size_t(dim)] = len;
-  if (!out.resize(shape) || !out.is_contiguous()) return kernels::SliceCopyTensorOut(ctx, args);
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= self.size(int(d));
   for (int64_t d = dim + 1; d < rank; ++d) inner *= self.size(int(d));
   const size_t elem = element_size(self.dtype());
+  bool dense_order = true;  // out's dims in memory order (a view keeps self's strides)
+  for (size_t i = 0; i < out.dim_order().size(); ++i) dense_order = dense_order && out.dim_order()[i] == i;
+  if (ctx.output_may_view && out.dim() == rank && dense_order && len > 0 &&
+      uint64_t(outer) * uint64_t(len) * uint64_t(inner) * elem <= out.own_capacity_bytes()) {
+    // Its readers take strided views (the Method checked): the rows in place.
+    out.set_strided_view(static_cast<const uint8_t*>(self.raw_data()) + size_t(start * inner) * elem, shape,
+                         self.strides());
+    if (args[6] != args[5]) *args[6] = *args[5];
+    return Status::ok();
+  }
+  if (!out.resize(shape) || !out.is_contiguous()) return kernels::SliceCopyTensorOut(ctx, args);
   const size_t run = size_t(len * inner) * elem;
   if (run > 0) {
     const auto* src = static_cast<const uint8_t*>(self.raw_data()) + size_t(start * inner) * elem;

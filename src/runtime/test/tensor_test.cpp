@@ -83,6 +83,28 @@ TEST(TensorTest, ResizeRecomputesStrides) {
   EXPECT_EQ(std::vector<int64_t>(t.strides().begin(), t.strides().end()), expected);
 }
 
+TEST(TensorTest, StridedViewReadsInPlaceUntilResized) {
+  float cache[2 * 5 * 3];  // [2, 5, 3]: the view is its rows 0..1 of each batch
+  float own[2 * 5 * 3];
+  Tensor t(ScalarType::kFloat, {2, 5, 3}, {}, own, sizeof own, ShapeDynamism::kDynamicBound);
+  const std::vector<int64_t> sizes{2, 2, 3}, strides{15, 3, 1};
+  t.set_strided_view(cache, sizes, strides);
+  EXPECT_TRUE(t.is_strided_view());
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_EQ(t.raw_data(), static_cast<void*>(cache));
+  EXPECT_EQ(t.numel(), 12);
+  EXPECT_EQ(t.strides()[0], 15);
+  EXPECT_EQ(t.own_capacity_bytes(), sizeof own);
+  // Any resize, even to the view's own shape, gives the tensor its memory back
+  // and dense strides, so a kernel writing it never writes the viewed bytes.
+  ASSERT_TRUE(t.resize(sizes).is_ok());
+  EXPECT_FALSE(t.is_strided_view());
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.raw_data(), static_cast<void*>(own));
+  EXPECT_EQ(t.strides()[0], 6);
+  EXPECT_EQ(t.capacity_bytes(), sizeof own);
+}
+
 TEST(EValueTest, ArgHelpersNameTheArgument) {
   EValue i = EValue::from_int(3);
   auto r = arg_tensor(&i, "argument 'other' of aten::add.out");

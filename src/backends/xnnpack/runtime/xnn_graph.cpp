@@ -1159,7 +1159,6 @@ void skip_fused_converts(XnnGraph& g) {
 /// the Add is dropped and the conv adds r in its epilogue, writing the Add's
 /// output with the Add's clamp. Equal serialized dims only (no broadcast).
 void fuse_residual_adds(XnnGraph& g) {
-  const size_t nv = g.values.size();
   auto [readers, produced_at] = value_uses(g);
   std::vector<bool> dropped(g.nodes.size(), false);
   for (size_t j = 0; j < g.nodes.size(); ++j) {
@@ -1220,6 +1219,23 @@ void plan_lifetimes(XnnGraph& g) {
   }
 }
 
+/// External inputs read only as the second operand of rank-3 batch matmuls
+/// may be bound to views with a batch stride (XValue::takes_batch_stride).
+void mark_batch_strided_inputs(XnnGraph& g) {
+  const size_t nv = g.values.size();
+  std::vector<uint8_t> ok(nv, 1);
+  for (const XNode& n : g.nodes) {
+    const auto* mm = std::get_if<BatchMatMulParams>(&n.params);
+    for (uint32_t v : node_inputs(n)) {
+      if (v < nv && (mm == nullptr || v != mm->input2 || v == mm->input1)) ok[v] = 0;
+    }
+  }
+  for (size_t v = 0; v < nv; ++v) {
+    XValue& x = g.values[v];
+    x.takes_batch_stride = ok[v] && x.is_input && !x.is_output && x.dtype == XDtype::kFp32 && x.dims.size() == 3;
+  }
+}
+
 }  // namespace
 
 Result<XnnGraph> compile_payload(std::span<const uint8_t> payload, const pte::PteFile* file, CompileFor purpose) {
@@ -1229,6 +1245,7 @@ Result<XnnGraph> compile_payload(std::span<const uint8_t> payload, const pte::Pt
   if (purpose == CompileFor::kExecution) {
     fuse_residual_adds(g);
     forward_output_reshapes(g);  // after the fusion: it holds node indices
+    mark_batch_strided_inputs(g);
   }
   plan_lifetimes(g);
   return g;

@@ -76,6 +76,11 @@ struct XValue {
   /// that is this internal value's only reader: the value is stored in that
   /// reshape's external output, not in scratch.
   uint32_t forwarded_by = kInvalidId;
+  /// External rank-3 inputs that only BatchMatrixMultiply nodes read, as their
+  /// second operand: bound in place when the tensor is a strided view whose
+  /// batches are apart (mark_batch_strided_inputs; the K/V cache rows of
+  /// written-span attention).
+  bool takes_batch_stride = false;
   /// Constant bytes copied out of the program at init (8-byte aligned storage,
   /// so typed reads are valid whatever the segment alignment was) when they
   /// cannot be read in place.
@@ -87,6 +92,9 @@ struct XValue {
   // Run-time state.
   std::vector<int64_t> shape;
   void* data = nullptr;
+  /// Elements between consecutive dim-0 blocks when bound to such a view (0:
+  /// contiguous, the only form any other node sees).
+  int64_t batch_stride = 0;
 
   /// Quantization scale of channel `c` (per-tensor values ignore `c`).
   float scale_of(int64_t c) const {

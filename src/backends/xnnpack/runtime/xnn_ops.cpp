@@ -591,8 +591,10 @@ Status Runner::exec(const XNode&, const BatchMatMulParams& p) {
   const float* pa = static_cast<const float*>(a->data);
   const float* pb = static_cast<const float*>(b->data);
   float* py = static_cast<float*>(y->data);
+  // B's batches: contiguous, or apart by the stride of the view it is bound to.
+  const int64_t b_batch = b->batch_stride != 0 ? b->batch_stride : k * nn;
   if (ba == bb && k > 0) {  // no broadcasting: the batched GEMM of the optimized kernels
-    kernels::batched_gemm_f32(numel(batch), m, nn, k, pa, pb, p.transpose_b, py);
+    kernels::batched_gemm_f32(numel(batch), m, nn, k, pa, pb, p.transpose_b, py, b_batch);
     return Status::ok();
   }
   for_each_index(batch, [&](int64_t bi, const int64_t* idx) {
@@ -602,7 +604,7 @@ Status Runner::exec(const XNode&, const BatchMatMulParams& p) {
       ob += idx[d] * sb[d];
     }
     const float* A = pa + oa * m * k;
-    const float* B = pb + ob * k * nn;
+    const float* B = pb + ob * b_batch;
     float* Y = py + bi * m * nn;
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < nn; ++j) {

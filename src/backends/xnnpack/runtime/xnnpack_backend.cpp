@@ -1,5 +1,6 @@
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -14,6 +15,9 @@ namespace {
 
 struct XnnHandle final : rt::DelegateHandle {
   XnnGraph graph;
+  /// Per external: the contiguous copy of a strided-view input that its
+  /// readers cannot take in place (bind_view).
+  std::vector<std::vector<uint8_t>> compacted;
 };
 
 /// The ET dtypes that carry an XNNPACK datatype across the delegate boundary.
@@ -72,6 +76,39 @@ class TensorOutputBinder final : public OutputBinder {
   std::span<rt::EValue*> args_;
 };
 
+/// The data input `v` reads for the strided view `t`: the view itself when
+/// only its dim-0 stride differs from a contiguous layout and `v` takes a
+/// batch stride (XValue::batch_stride set), else a contiguous copy in `copy`.
+const void* bind_view(const rt::Tensor& t, XValue& v, std::vector<uint8_t>& copy) {
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  const size_t rank = sizes.size();
+  bool dense_rows = true;  // dims 1.. contiguous
+  int64_t want = 1;
+  for (size_t d = rank; d-- > 1;) {
+    dense_rows = dense_rows && (sizes[d] == 1 || strides[d] == want);
+    want *= sizes[d];
+  }
+  if (v.takes_batch_stride && rank == 3 && dense_rows) {
+    v.batch_stride = strides[0];
+    return t.raw_data();
+  }
+  const size_t esize = element_size(t.dtype());
+  copy.resize(size_t(t.numel()) * esize);
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < rank; ++d) off += idx[d] * strides[d];
+    std::memcpy(copy.data() + size_t(i) * esize, src + size_t(off) * esize, esize);
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return copy.data();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<rt::DelegateHandle>> XnnpackBackend::init(const rt::BackendInitContext& ctx,
@@ -102,6 +139,12 @@ Status XnnpackBackend::execute(rt::DelegateHandle& handle, std::span<rt::EValue*
     v.shape.resize(size_t(t->dim()));
     for (size_t i = 0; i < v.shape.size(); ++i) v.shape[i] = t->size(i < order.size() ? order[i] : int(i));
     v.data = t->raw_data();
+    v.batch_stride = 0;
+    if (t->is_strided_view()) {
+      auto& h = static_cast<XnnHandle&>(handle);
+      if (h.compacted.size() < g.external_values.size()) h.compacted.resize(g.external_values.size());
+      v.data = const_cast<void*>(bind_view(*t, v, h.compacted[e]));
+    }
   }
   TensorOutputBinder binder(g, args);
   return run_graph(g, binder);

@@ -29,6 +29,9 @@ class XnnpackBackend final : public rt::Backend {
   /// Binds external ids to `args` (inputs then outputs), reshapes the subgraph
   /// to the inputs' current shapes, runs every node and resizes the outputs.
   Status execute(rt::DelegateHandle& handle, std::span<rt::EValue*> args) const override;
+  /// Batch-strided views go to the batch matmuls that take them in place;
+  /// any other view is compacted at bind time.
+  bool takes_strided_views() const override { return true; }
 };
 
 /// Registers XnnpackBackend in the process-wide backend registry. Explicit

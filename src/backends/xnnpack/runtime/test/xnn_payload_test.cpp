@@ -14,6 +14,9 @@
 
 #include "backends/xnnpack/runtime/xnn_graph.h"
 #include "backends/xnnpack/runtime/xnn_payload.h"
+#include "backends/xnnpack/runtime/xnnpack_backend.h"
+#include "runtime/evalue.h"
+#include "runtime/tensor.h"
 
 namespace hf2pte::xnn {
 namespace {
@@ -782,6 +785,65 @@ TEST(XnnOps, QuantizedFullyConnectedKernelsMatchDequantizedMath) {
         }
       }
     }
+  }
+}
+
+}  // namespace
+}  // namespace hf2pte::xnn
+
+namespace hf2pte::xnn {
+namespace {
+
+// A strided-view input (Tensor::set_strided_view: rows 0..3 of each batch of
+// a [2, 6, 3] cache, as the Method binds written-span attention's K/V slices)
+// through the backend: a batch matmul reads it in place; any other reader
+// gets a contiguous copy made at bind time. Same numbers either way.
+TEST(XnnBackend, StridedViewInputsAreReadInPlaceOrCompacted) {
+  std::vector<float> cache(2 * 6 * 3);
+  for (size_t i = 0; i < cache.size(); ++i) cache[i] = float(i % 7) - 2.5f;
+  const std::vector<int64_t> view_sizes{2, 4, 3}, view_strides{18, 3, 1};
+  auto cached = [&](int64_t b, int64_t r, int64_t c) { return cache[size_t(b * 18 + r * 3 + c)]; };
+  for (bool matmul : {true, false}) {
+    PayloadBuilder b;
+    uint32_t q = matmul ? b.input({2, 1, 3}) : kInvalidId;
+    uint32_t k = b.input({2, 4, 3});
+    uint32_t y = b.output(matmul ? std::vector<uint32_t>{2, 1, 4} : std::vector<uint32_t>{2, 4, 3});
+    if (matmul) {
+      b.node(fb::XNodeUnion::XNNBatchMatrixMultiply, fb::CreateNode2x1(b.fbb(), q, k, y, 1).Union());
+    } else {
+      b.unary(fb::XNodeUnion::XNNNegate, k, y);
+    }
+    const auto blob = b.finish();
+    XnnpackBackend backend;
+    auto handle = backend.init(rt::BackendInitContext{}, blob, {});
+    ASSERT_TRUE(handle.is_ok()) << handle.status().message();
+
+    std::vector<float> qv = {1.0f, -2.0f, 0.5f, 3.0f, 0.25f, -1.0f};
+    std::vector<float> own(2 * 6 * 3, 0.0f), out(2 * 4 * 3, -9.0f);
+    rt::Tensor qt(ScalarType::kFloat, {2, 1, 3}, {}, qv.data(), qv.size() * 4, rt::ShapeDynamism::kStatic);
+    rt::Tensor kt(ScalarType::kFloat, {2, 4, 3}, {}, own.data(), own.size() * 4, rt::ShapeDynamism::kDynamicBound);
+    kt.set_strided_view(cache.data(), view_sizes, view_strides);
+    rt::Tensor yt(ScalarType::kFloat, matmul ? std::vector<int64_t>{2, 1, 4} : std::vector<int64_t>{2, 4, 3}, {},
+                  out.data(), out.size() * 4, rt::ShapeDynamism::kDynamicBound);
+    rt::EValue ev[3];
+    for (auto& e : ev) e.tag = rt::Tag::kTensor;
+    ev[0].tensor = &qt, ev[1].tensor = &kt, ev[2].tensor = &yt;
+    std::vector<rt::EValue*> args = matmul ? std::vector<rt::EValue*>{&ev[0], &ev[1], &ev[2]}
+                                           : std::vector<rt::EValue*>{&ev[1], &ev[2]};
+    auto st = backend.execute(**handle, args);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    for (int64_t bi = 0; bi < 2; ++bi) {
+      for (int64_t r = 0; r < 4; ++r) {
+        if (matmul) {
+          float want = 0;
+          for (int64_t c = 0; c < 3; ++c) want += qv[size_t(bi * 3 + c)] * cached(bi, r, c);
+          EXPECT_FLOAT_EQ(out[size_t(bi * 4 + r)], want) << bi << "," << r;
+        } else {
+          for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(out[size_t((bi * 4 + r) * 3 + c)], -cached(bi, r, c));
+        }
+      }
+    }
+    EXPECT_TRUE(std::all_of(own.begin(), own.end(), [](float v) { return v == 0.0f; }));  // never written
   }
 }
 
