@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
+#include <utility>
 
 #include "graph/constant.h"
 #include "graph/graph.h"
@@ -127,6 +129,88 @@ TEST(ConstantRecipe, PicksRowsAndColumnsThenTransposes) {
   EXPECT_EQ(q.sizes, (std::vector<int64_t>{1, 2, 4}));
   EXPECT_EQ(read(q), (std::vector<float>{120, 121, 122, 123, 0, 1, 2, 3}));
   EXPECT_FALSE(static_cast<bool>(q.transposed));  // reshaped: no 2-D twin
+}
+
+// Constants written as fp16 (--linear-weights fp16) from f32 and bf16
+// checkpoints: IEEE round to nearest even, overflow to inf, subnormals, signed
+// zero and NaN, the same whether the recipe streams whole runs (the tight
+// convert loop) or picks rows (element by element).
+TEST(ConstantRecipe, WritesHalfRoundedToNearestEven) {
+  auto bits_of = [](float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  // f32 source values and the IEEE binary16 bits they round to.
+  const std::vector<std::pair<float, uint16_t>> f32_cases = {
+      {1.0f, 0x3C00},          {-2.0f, 0xC000},          {65504.0f, 0x7BFF},       {65520.0f, 0x7C00},
+      {1.0f + 0x1p-11f, 0x3C00}, {1.0f + 0x3p-11f, 0x3C02}, {0x1p-24f, 0x0001},       {0x1p-25f, 0x0000},
+      {0x3p-25f, 0x0002},      {-0.0f, 0x8000},          {inf, 0x7C00},            {-inf, 0xFC00},
+      {0x1p-14f, 0x0400},      {1e-10f, 0x0000}};
+  // bf16 source bits and the half bits.
+  const std::vector<std::pair<uint16_t, uint16_t>> bf16_cases = {
+      {0x3F80, 0x3C00}, {0xC000, 0xC000}, {0x4780, 0x7C00}, {0x3380, 0x0001}, {0x3300, 0x0000},
+      {0x33C0, 0x0002}, {0x8000, 0x8000}, {0x3F81, 0x3C08}, {0x7F80, 0x7C00}};
+  auto check = [](ScalarType dtype, std::vector<uint8_t> raw, size_t n, const std::vector<uint16_t>& want,
+                  const std::vector<bool>& is_nan) {
+    auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(raw));
+    ConstantRecipe r;
+    r.source = TensorSource{"w", dtype, {int64_t(n), 1}, std::span<const uint8_t>(bytes->data(), bytes->size()), bytes};
+    r.dtype = ScalarType::kHalf;
+    for (bool picked : {false, true}) {
+      ConstantRecipe t = r;
+      if (picked) {
+        for (size_t i = 0; i < n; ++i) t.rows.push_back(int64_t(i));
+      }
+      std::vector<uint16_t> out;
+      ASSERT_TRUE(make_constant(t).write([&](const void* p, size_t len) {
+                    const auto* h = static_cast<const uint16_t*>(p);
+                    out.insert(out.end(), h, h + len / 2);
+                    return Status::ok();
+                  }).is_ok());
+      ASSERT_EQ(out.size(), n);
+      for (size_t i = 0; i < n; ++i) {
+        if (is_nan[i]) {
+          EXPECT_TRUE((out[i] & 0x7C00) == 0x7C00 && (out[i] & 0x3FF) != 0) << "element " << i << " picked " << picked;
+        } else {
+          EXPECT_EQ(out[i], want[i]) << "element " << i << " picked " << picked;
+        }
+      }
+    }
+  };
+  {
+    std::vector<uint8_t> raw;
+    std::vector<uint16_t> want;
+    std::vector<bool> nan;
+    for (auto [f, h] : f32_cases) {
+      const uint32_t b = bits_of(f);
+      raw.insert(raw.end(), reinterpret_cast<const uint8_t*>(&b), reinterpret_cast<const uint8_t*>(&b) + 4);
+      want.push_back(h);
+      nan.push_back(false);
+    }
+    const uint32_t qnan = 0x7FC00001;
+    raw.insert(raw.end(), reinterpret_cast<const uint8_t*>(&qnan), reinterpret_cast<const uint8_t*>(&qnan) + 4);
+    want.push_back(0);
+    nan.push_back(true);
+    check(ScalarType::kFloat, raw, want.size(), want, nan);
+  }
+  {
+    std::vector<uint8_t> raw;
+    std::vector<uint16_t> want;
+    std::vector<bool> nan;
+    for (auto [b, h] : bf16_cases) {
+      raw.push_back(uint8_t(b & 0xFF));
+      raw.push_back(uint8_t(b >> 8));
+      want.push_back(h);
+      nan.push_back(false);
+    }
+    raw.push_back(0xC0);  // bf16 NaN 0x7FC0
+    raw.push_back(0x7F);
+    want.push_back(0);
+    nan.push_back(true);
+    check(ScalarType::kBFloat16, raw, want.size(), want, nan);
+  }
 }
 
 }  // namespace
