@@ -1,11 +1,14 @@
 #include <fstream>
 #include "bench/bench.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <span>
 #include <set>
 #include <thread>
 #include <vector>
@@ -56,9 +59,31 @@ std::string cpu_model() {
   return out;
 }
 
+ProbeBuffer::ProbeBuffer(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  words_ = std::max<size_t>(bytes / sizeof(uint64_t), 1);
+  mapped_bytes_ = words_ * sizeof(uint64_t) + kHuge;
+  void* m = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {  // ordinary heap memory then
+    mapped_bytes_ = 0;
+    fallback_.assign(words_, kProbeFill);
+    data_ = fallback_.data();
+    return;
+  }
+  mapped_ = m;
+  auto* aligned = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(m) + kHuge - 1) & ~uintptr_t(kHuge - 1));
+  madvise(aligned, words_ * sizeof(uint64_t), MADV_HUGEPAGE);  // a hint: 4 KiB pages where THP is off
+  std::fill(aligned, aligned + words_, kProbeFill);             // every page touched before timing
+  data_ = aligned;
+}
+
+ProbeBuffer::~ProbeBuffer() {
+  if (mapped_ != nullptr) munmap(mapped_, mapped_bytes_);
+}
+
 double measure_read_bandwidth(int threads, size_t bytes) {
-  std::vector<uint64_t> buf(bytes / sizeof(uint64_t), kProbeFill);  // every page touched before timing
-  return measure_read_bandwidth(threads, buf, 5);
+  ProbeBuffer buf(bytes);
+  return measure_read_bandwidth(threads, buf.words(), 5);
 }
 
 namespace {
@@ -82,7 +107,7 @@ float sum_streams(const float* p, int64_t n, int streams) {
 
 }  // namespace
 
-double measure_read_bandwidth(int threads, const std::vector<uint64_t>& buf, int reps) {
+double measure_read_bandwidth(int threads, std::span<const uint64_t> buf, int reps) {
   threads = std::max(threads, 1);
   double best = 0;
   std::vector<uint64_t> sums(size_t(threads) * 8);
@@ -250,12 +275,12 @@ Result<BenchResult> run_llm_bench(const std::string& pte_path, const BenchOption
   // Decode in blocks, each right after a short probe (256 MiB, 8x this L3,
   // best of 3): on a shared host the bandwidth moves within seconds, so each
   // block's share is taken against the bandwidth of its own moment.
-  std::vector<uint64_t> probe((size_t(256) << 20) / sizeof(uint64_t), kProbeFill);
+  ProbeBuffer probe(size_t(256) << 20);
   const int blocks = r.gen >= 8 ? 4 : 1;
   std::vector<double> shares;
   for (int b = 0, done = 0; b < blocks; ++b) {
     const int n = (r.gen - done) / (blocks - b);
-    const double bw = measure_read_bandwidth(r.threads, probe, 3);
+    const double bw = measure_read_bandwidth(r.threads, probe.words(), 3);
     auto t1 = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i) HF2PTE_RETURN_IF_ERROR(step(r.prompt_len + done + i, 1));
     const double s = seconds(t1);

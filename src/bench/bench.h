@@ -3,6 +3,7 @@
 // (weight bytes read per token x tokens/s / bandwidth), all from one run.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,11 +41,33 @@ struct BenchResult {
 /// every benchmark figure names the CPU it was measured on.
 std::string cpu_model();
 
+/// The bandwidth probe's memory: `bytes` of touched words in transparent huge
+/// pages where the kernel gives them (2 MiB-aligned, MADV_HUGEPAGE). Weights
+/// read in place are PMD-mapped once the page cache holds them in large folios
+/// (and llama.cpp's mapped GGUF too): on 4 KiB pages the probe read 26.6-29.0
+/// GB/s where llama.cpp's fp16 decode read 31 GB/s and huge pages 29.8-42.1
+/// (Zen 4, same minutes; docs/performance.md).
+class ProbeBuffer {
+ public:
+  explicit ProbeBuffer(size_t bytes);
+  ~ProbeBuffer();
+  ProbeBuffer(const ProbeBuffer&) = delete;
+  ProbeBuffer& operator=(const ProbeBuffer&) = delete;
+  std::span<const uint64_t> words() const { return {data_, words_}; }
+
+ private:
+  void* mapped_ = nullptr;
+  size_t mapped_bytes_ = 0;
+  std::vector<uint64_t> fallback_;
+  uint64_t* data_ = nullptr;
+  size_t words_ = 0;
+};
+
 /// Streams a buffer larger than the caches with `threads` threads; best of 5 (GB/s).
 double measure_read_bandwidth(int threads, size_t bytes = size_t(1) << 30);
 /// The same over a caller's (already touched) buffer, best of `reps` (at least 3:
 /// each thread reads its part as 1, 2 and 4 interleaved streams in turn).
-double measure_read_bandwidth(int threads, const std::vector<uint64_t>& buf, int reps);
+double measure_read_bandwidth(int threads, std::span<const uint64_t> buf, int reps);
 
 /// Constant tensors one decode step of `forward` reads: every constant an
 /// instruction uses, counted once, except embedding tables (one row per token),
