@@ -1,8 +1,6 @@
 #include <fstream>
 #include "bench/bench.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +18,7 @@
 #include "ops/op_table.h"
 #include "pte/pte_file.h"
 #include "runtime/program.h"
+#include "runtime/weight_store.h"
 
 namespace hf2pte::bench {
 
@@ -60,25 +59,16 @@ std::string cpu_model() {
 }
 
 ProbeBuffer::ProbeBuffer(size_t bytes) {
-  constexpr size_t kHuge = size_t(2) << 20;
   words_ = std::max<size_t>(bytes / sizeof(uint64_t), 1);
-  mapped_bytes_ = words_ * sizeof(uint64_t) + kHuge;
-  void* m = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) {  // ordinary heap memory then
-    mapped_bytes_ = 0;
-    fallback_.assign(words_, kProbeFill);
+  auto m = rt::map_huge_pages(words_ * sizeof(uint64_t));
+  if (m.is_ok()) {
+    memory_ = std::move(m->owner);
+    data_ = static_cast<uint64_t*>(m->data);
+  } else {  // ordinary heap memory then
+    fallback_.resize(words_);
     data_ = fallback_.data();
-    return;
   }
-  mapped_ = m;
-  auto* aligned = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(m) + kHuge - 1) & ~uintptr_t(kHuge - 1));
-  madvise(aligned, words_ * sizeof(uint64_t), MADV_HUGEPAGE);  // a hint: 4 KiB pages where THP is off
-  std::fill(aligned, aligned + words_, kProbeFill);             // every page touched before timing
-  data_ = aligned;
-}
-
-ProbeBuffer::~ProbeBuffer() {
-  if (mapped_ != nullptr) munmap(mapped_, mapped_bytes_);
+  std::fill(data_, data_ + words_, kProbeFill);  // every page touched before timing
 }
 
 double measure_read_bandwidth(int threads, size_t bytes) {

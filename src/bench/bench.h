@@ -3,6 +3,7 @@
 // (weight bytes read per token x tokens/s / bandwidth), all from one run.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,14 +51,12 @@ std::string cpu_model();
 class ProbeBuffer {
  public:
   explicit ProbeBuffer(size_t bytes);
-  ~ProbeBuffer();
-  ProbeBuffer(const ProbeBuffer&) = delete;
+  ProbeBuffer(const ProbeBuffer&) = delete;  // data_ may point into fallback_
   ProbeBuffer& operator=(const ProbeBuffer&) = delete;
   std::span<const uint64_t> words() const { return {data_, words_}; }
 
  private:
-  void* mapped_ = nullptr;
-  size_t mapped_bytes_ = 0;
+  std::shared_ptr<void> memory_;  ///< rt::map_huge_pages
   std::vector<uint64_t> fallback_;
   uint64_t* data_ = nullptr;
   size_t words_ = 0;

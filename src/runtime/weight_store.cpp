@@ -22,25 +22,16 @@ constexpr size_t kAlignment = 64;
 
 struct Chunk {
   uint8_t* base = nullptr;  ///< 2 MiB aligned
-  void* mapping = nullptr;
-  size_t mapped = 0, size = 0, used = 0;
-  ~Chunk() {
-    if (mapping != nullptr) ::munmap(mapping, mapped);
-  }
+  std::shared_ptr<void> memory;
+  size_t size = 0, used = 0;
 };
 
 Result<std::shared_ptr<Chunk>> new_chunk(size_t at_least) {
   auto c = std::make_shared<Chunk>();
   c->size = std::max(kChunkBytes, (at_least + kHugePage - 1) / kHugePage * kHugePage);
-  c->mapped = c->size + kHugePage;  // room to align the start
-  void* p = ::mmap(nullptr, c->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    return make_error(ErrorCode::kOutOfRange, "cannot reserve {} bytes for weights: {}", c->mapped, std::strerror(errno));
-  }
-  c->mapping = p;
-  c->base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kHugePage - 1) / kHugePage * kHugePage);
-  // Advice only: without transparent huge pages this is ordinary memory.
-  ::madvise(c->base, c->size, MADV_HUGEPAGE);
+  HF2PTE_ASSIGN_OR_RETURN(HugePageMemory m, map_huge_pages(c->size));
+  c->base = static_cast<uint8_t*>(m.data);
+  c->memory = std::move(m.owner);
   return c;
 }
 
@@ -49,6 +40,21 @@ std::mutex g_mu;
 std::weak_ptr<Chunk> g_current;  ///< the chunk being filled
 
 }  // namespace
+
+Result<HugePageMemory> map_huge_pages(size_t bytes) {
+  const size_t size = (std::max<size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
+  const size_t mapped = size + kHugePage;  // room to align the start
+  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return make_error(ErrorCode::kOutOfRange, "cannot reserve {} bytes for weights: {}", mapped, std::strerror(errno));
+  }
+  HugePageMemory m;
+  m.data = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + kHugePage - 1) / kHugePage * kHugePage);
+  m.owner = std::shared_ptr<void>(p, [mapped](void* q) { ::munmap(q, mapped); });
+  // Advice only: without transparent huge pages this is ordinary memory.
+  ::madvise(m.data, size, MADV_HUGEPAGE);
+  return m;
+}
 
 void set_weight_placement(WeightPlacement p) { g_placement.store(p); }
 

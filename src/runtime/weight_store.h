@@ -43,6 +43,16 @@ struct WeightBlock {
 /// Without them a copy into "huge pages" is ordinary memory: load time for nothing.
 bool transparent_huge_pages_available();
 
+/// Fresh anonymous memory of at least `bytes`, 2 MiB-aligned and advised
+/// MADV_HUGEPAGE (ordinary pages where the kernel has THP off), unmapped when
+/// the last copy of `owner` goes: the weight store's chunks, the bench's
+/// bandwidth probe.
+struct HugePageMemory {
+  void* data = nullptr;
+  std::shared_ptr<void> owner;
+};
+Result<HugePageMemory> map_huge_pages(size_t bytes);
+
 /// `bytes` of uninitialised weight storage. Thread-safe.
 Result<WeightBlock> allocate_weights(size_t bytes);
 

@@ -296,7 +296,9 @@ TEST(XnnOps, ReshapeToOutputIsWrittenByItsProducer) {
     ASSERT_TRUE(st.is_ok()) << st.message();
     EXPECT_EQ(out.shapes[1], (std::vector<int64_t>{1, 2, 3}));
     EXPECT_EQ(out.data[1], (std::vector<float>{3, 7, 11, 8, 18, 28}));
-    if (second_reader) EXPECT_EQ(out.data[2], (std::vector<float>{-3, -7, -11, -8, -18, -28}));
+    if (second_reader) {
+      EXPECT_EQ(out.data[2], (std::vector<float>{-3, -7, -11, -8, -18, -28}));
+    }
   }
 }
 
