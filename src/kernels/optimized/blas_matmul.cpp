@@ -115,6 +115,21 @@ float* thread_scratch_floats(size_t n) {
   return buf.get();
 }
 
+/// The fixed row chunks of a split-K GEMV over W [K, N]: at most 16 chunks of
+/// at least 64 rows and ~64K weights each, a multiple of 4 where there are 4
+/// or more (the pool's parts, 2 per thread, then get equal shares on 2
+/// threads: 9 chunks made one thread stream 5/9 of q/k/v/o at 110m). They
+/// depend on K and N only, so the partial sums do not depend on the threads.
+struct SplitK {
+  int64_t chunks, rows;
+};
+SplitK split_k(int64_t K, int64_t N) {
+  int64_t chunks = std::max<int64_t>(1, std::min<int64_t>({16, (K + 63) / 64, std::max<int64_t>(1, K * N / 65536)}));
+  if (chunks >= 4) chunks -= chunks % 4;
+  const int64_t rows = (K + chunks - 1) / chunks;
+  return {(K + rows - 1) / rows, rows};
+}
+
 /// Decode GEMV y = alpha * x W (+ bias, or + beta * y), W [K, N] row-major.
 /// The rows of W are split into fixed chunks, each streamed contiguously by
 /// one task (single-threaded OpenBLAS sgemv: 1.1-1.25x our AVX-512 loop on
@@ -124,14 +139,7 @@ float* thread_scratch_floats(size_t n) {
 /// task read strided row pieces: 1.1-1.7x slower at the 'down' shapes.)
 void gemv_split_k(int64_t N, int64_t K, float alpha, const float* x, const float* W, float beta, float* y,
                   const float* bias) {
-  // At most 16 chunks of at least 64 rows and ~64K weights each.
-  int64_t chunks = std::min<int64_t>({16, (K + 63) / 64, std::max<int64_t>(1, K * N / 65536)});
-  chunks = std::max<int64_t>(chunks, 1);
-  // A multiple of 4: the pool's parts (2 per thread) then get equal shares on
-  // 2 threads (9 chunks made one thread stream 5/9 of q/k/v/o at 110m).
-  if (chunks >= 4) chunks -= chunks % 4;
-  const int64_t rows = (K + chunks - 1) / chunks;
-  chunks = (K + rows - 1) / rows;
+  const auto [chunks, rows] = split_k(K, N);
   float* part = thread_scratch_floats(size_t(chunks * N));
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
@@ -320,18 +328,12 @@ void narrow_into(const std::vector<float>& src, rt::Tensor& out) {
   });
 }
 
-/// C[M,N] = A[M,K] B[K,N] (+ bias) with B 16-bit [K,N] row-major; A, bias, C f32.
-/// M = 1: B's rows in fixed chunks (as gemv_split_k: thread-count independent),
-/// each streamed by the SIMD 16-bit GEMV into its own partial, summed in chunk
-/// order; M > 1: column blocks of B widened once, then one sgemm each.
+}  // namespace
+
 void gemm_f32_h16(ScalarType t, int64_t M, int64_t N, int64_t K, const float* A, const uint16_t* B, float* C,
                   const float* bias) {
   if (M == 1) {
-    int64_t chunks = std::min<int64_t>({16, (K + 63) / 64, std::max<int64_t>(1, K * N / 65536)});
-    chunks = std::max<int64_t>(chunks, 1);
-    if (chunks >= 4) chunks -= chunks % 4;
-    const int64_t rows = (K + chunks - 1) / chunks;
-    chunks = (K + rows - 1) / rows;
+    const auto [chunks, rows] = split_k(K, N);
     const SimdKernels& k = simd();
     const auto gemv = t == ScalarType::kBFloat16 ? k.gemv_bf16 : k.gemv_f16;
     float* part = thread_scratch_floats(size_t(chunks * N));
@@ -360,6 +362,8 @@ void gemm_f32_h16(ScalarType t, int64_t M, int64_t N, int64_t K, const float* A,
     sgemm_1t(false, M, nb, K, 1.0f, A, K, w, nb, bias != nullptr ? 1.0f : 0.0f, C + n0, N);
   });
 }
+
+namespace {
 
 /// mm / addmm (beta = alpha = 1, bias [N]) on 16-bit operands of one dtype;
 /// false when the shapes or layouts are not the fast path's (the caller falls back).

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <span>
 
+#include "core/scalar_type.h"
+
 namespace hf2pte::kernels {
 
 /// C[M,N] = alpha * A[M,K] B[K,N] + beta * C (+ bias[N] per row when given,
@@ -44,6 +46,14 @@ void gemm_f32_nt_1t(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda
 /// inside the dot product (half the bytes streamed); M > 1 converts each
 /// column block to float once, then sgemm.
 void gemm_f32_f16nt(int64_t M, int64_t N, int64_t K, const float* A, const uint16_t* W, float* C, const float* bias);
+
+/// C[M,N] = A[M,K] B[K,N] (+ bias[N] per row) with B 16-bit (`t`: kBFloat16 or
+/// kHalf) [K,N] row-major, A, bias and C float32. M = 1: B's rows in fixed
+/// chunks (as gemm_f32's GEMV: thread-count independent), each streamed by
+/// the SIMD 16-bit GEMV into its own partial, summed in chunk order; M > 1:
+/// column blocks of B widened once, then one sgemm each.
+void gemm_f32_h16(ScalarType t, int64_t M, int64_t N, int64_t K, const float* A, const uint16_t* B, float* C,
+                  const float* bias);
 
 /// C[b] = A[b] B[b] for b < batch: A[b] [M,K], B[b] [K,N] (or [N,K] when
 /// `trans_b`), C[b] [M,N], each contiguous; B[b] starts at B + b * b_stride

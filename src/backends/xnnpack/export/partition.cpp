@@ -92,6 +92,17 @@ ValueId output_of(const Node& n, const Plan& p) { return p.output >= 0 ? p.outpu
 
 /// XNN_FLAG_TRANSPOSE_WEIGHTS of xnn_define_fully_connected: the filter is [k, n].
 constexpr uint32_t kFcTransposeFilter = 0x1;
+/// An fp16 filter W^T [k, n] of an fp32 node whose input is longer than 4096
+/// floats and whose output is at most 4096 is written [k, n] with
+/// TRANSPOSE_WEIGHTS: a row-major [n, k] row dot x needs all of x (more than
+/// 16 KiB) in L1 beside the weight stream, and on a 32 KiB L1 x falls out
+/// (bench-1b's down projection, k = 5632: 23-25 GB/s against 30-32 with x at
+/// 8 KiB, Zen 4), while [k, n] streams as row chunks into partial outputs of
+/// n floats (34 GB/s, same run). docs/decisions.md, "K-major filters".
+bool k_major_filter(const std::vector<int64_t>& kn) {
+  return kn.size() == 2 && kn[0] > 4096 && kn[1] <= 4096;
+}
+
 /// XNN_FLAG_TRANSPOSE_B of xnn_define_batch_matrix_multiply (upstream passes the node's flags).
 constexpr uint32_t kBmmTransposeB = 0x1;
 /// XNN_FLAG_KEEP_DIMS: upstream's writer sets it on pooling nodes.
@@ -831,12 +842,6 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
       emit(std::move(spec));
       continue;
     }
-    // A filter W^T that streams from the checkpoint's W is written as W, [n, k]
-    // with flag 0 (XNNPACK's default layout, as upstream writes it): decode's
-    // GEMV then reads each output's weights as one sequential row, in place.
-    const bool filter_as_nk = p.kind == K::XNNFullyConnected && p.flags == kFcTransposeFilter &&
-                              static_cast<bool>(g.constant(p.operands[1]).transposed);
-    if (filter_as_nk) spec.flags = 0;
     // FullyConnected constants are written in the node's datatype (an fp16
     // graph's filter and bias are fp16, as upstream writes them), except that
     // an fp32 node takes fp16 filters (options.fc_filter_dtype) where the
@@ -845,6 +850,15 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     const bool filter_fp16 = p.kind == K::XNNFullyConnected && options.fc_filter_dtype == ScalarType::kHalf &&
                              static_cast<bool>(g.constant(p.operands[1]).converted);
     const ScalarType filter_dtype = filter_fp16 ? ScalarType::kHalf : node_dtype;
+    // A filter W^T that streams from the checkpoint's W is written as W, [n, k]
+    // with flag 0 (XNNPACK's default layout, as upstream writes it): decode's
+    // GEMV then reads each output's weights as one sequential row, in place.
+    // Long-input fp16 filters of an fp32 node stay [k, n] with the flag.
+    const bool filter_as_nk = p.kind == K::XNNFullyConnected && p.flags == kFcTransposeFilter &&
+                              static_cast<bool>(g.constant(p.operands[1]).transposed) &&
+                              !(filter_fp16 && node_dtype == ScalarType::kFloat &&
+                                k_major_filter(g.constant(p.operands[1]).sizes));
+    if (filter_as_nk) spec.flags = 0;
     if (p.filter_quant) {
       // Quantized FullyConnected: input (through a qdint8 Convert when the
       // activations are quantized per token), the quantized filter, no bias.

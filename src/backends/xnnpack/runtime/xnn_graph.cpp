@@ -118,6 +118,15 @@ uint64_t packed_bytes(const XValue& v) {
   return uint64_t(numel_of(v.dims)) * xdtype_size(v.dtype);
 }
 
+/// Points the float path at an fp32 or fp16 filter's bytes in their layout.
+void read_in_place(FullyConnectedParams& p, XDtype dtype, bool transposed, const void* bytes) {
+  if (dtype == XDtype::kFp16) {
+    (transposed ? p.weights_kn_f16 : p.weights_nk_f16) = static_cast<const uint16_t*>(bytes);
+  } else {
+    (transposed ? p.weights_kn : p.weights_nk) = static_cast<const float*>(bytes);
+  }
+}
+
 class Compiler {
  public:
   Compiler(const VerifiedPayload& p, const pte::PteFile* file, CompileFor purpose)
@@ -496,15 +505,11 @@ class Compiler {
 
   /// An [n, k] fp32/fp16 filter copied into huge-page memory (weight_store.h);
   /// its pages in the mapped file are given back.
-  Status copy_to_huge_pages(FullyConnectedParams& p, const XValue& w) {
+  Status copy_to_huge_pages(FullyConnectedParams& p, const XValue& w, bool transposed) {
     const size_t bytes = size_t(packed_bytes(w));
     HF2PTE_ASSIGN_OR_RETURN(p.huge_copy, rt::allocate_weights(bytes));
     std::memcpy(p.huge_copy.data, w.cptr, bytes);
-    if (w.dtype == XDtype::kFp16) {
-      p.weights_nk_f16 = static_cast<const uint16_t*>(p.huge_copy.data);
-    } else {
-      p.weights_nk = static_cast<const float*>(p.huge_copy.data);
-    }
+    read_in_place(p, w.dtype, transposed, p.huge_copy.data);
     if (w.constant.empty() && file_ != nullptr) file_->release_pages({static_cast<const uint8_t*>(w.cptr), bytes});
     return Status::ok();
   }
@@ -719,10 +724,10 @@ bool Compiler::pack_qfilter(FullyConnectedParams& p, const XValue& w, bool trans
   return true;
 }
 
-// The filter once: fp32 and fp16 [n, k] read in place (decode's GEMV reads
-// each output's weights as one sequential row), fp32 [k, n] read in place too
-// (row-chunk GEMV), weight-only quantized filters dequantized to [n, k], int8
-// (static quantization) repacked.
+// The filter once: fp32 and fp16 read in place, [n, k] (decode's GEMV reads
+// each output's weights as one sequential row) or [k, n] (row-chunk GEMV),
+// weight-only quantized filters dequantized to [n, k], int8 (static
+// quantization) repacked.
 Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
   FullyConnectedParams p;
   HF2PTE_ASSIGN_OR_RETURN(p.input, resolve(t->input1_id(), "input1_id"));
@@ -754,26 +759,16 @@ Status Compiler::add_fully_connected(XNode& n, const fb::FullyConnected* t) {
     HF2PTE_CHECK_OR_RETURN(w.dtype != XDtype::kQUInt8 && w.dtype != XDtype::kInt32 && w.dtype != XDtype::kQInt32 &&
                                w.dtype != XDtype::kQCInt32,
                            kNotSupported, "filter datatype {} with fp32 input", xdtype_name(w.dtype));
-    if (pack_ && rt::weight_placement() == rt::WeightPlacement::kHugePages && !transposed && x.dtype == XDtype::kFp32 &&
-        (w.dtype == XDtype::kFp32 || w.dtype == XDtype::kFp16)) {
-      HF2PTE_RETURN_IF_ERROR(copy_to_huge_pages(p, w));
-    } else if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32 && !transposed) {
-      p.weights_nk = static_cast<const float*>(w.cptr);  // read in place: no copy
-    } else if (w.dtype == XDtype::kFp16 && x.dtype == XDtype::kFp32 && !transposed) {
-      p.weights_nk_f16 = static_cast<const uint16_t*>(w.cptr);  // read in place, converted in the GEMV
+    // fp32 and fp16 filters run from the program's bytes in either layout
+    // ([k, n] too: transposing bench-1b at init took 19 s, against 0.6 s to
+    // load it in place), or from a huge-page copy of them.
+    const bool float_filter = x.dtype == XDtype::kFp32 && (w.dtype == XDtype::kFp32 || w.dtype == XDtype::kFp16);
+    if (float_filter && pack_ && rt::weight_placement() == rt::WeightPlacement::kHugePages) {
+      HF2PTE_RETURN_IF_ERROR(copy_to_huge_pages(p, w, transposed));
+    } else if (float_filter) {
+      read_in_place(p, w.dtype, transposed, w.cptr);
     } else if (!pack_) {
       // Inspection: the filter's checks above are all it needs.
-    } else if (w.dtype == XDtype::kFp16 && x.dtype == XDtype::kFp32) {
-      p.weights_f16.resize(size_t(p.n * p.k));
-      const auto* src = static_cast<const uint16_t*>(w.cptr);
-      for (int64_t r = 0; r < p.k; ++r) {
-        for (int64_t c = 0; c < p.n; ++c) p.weights_f16[size_t(c * p.k + r)] = src[r * p.n + c];
-      }
-    } else if (w.dtype == XDtype::kFp32 && x.dtype == XDtype::kFp32) {
-      // [k, n] (the transpose flag: hf2pte files before session 5, upstream's
-      // mm) is read in place too: transposing it at init took 19 s for
-      // bench-1b, against 0.6 s to load a [n, k] file.
-      p.weights_kn = static_cast<const float*>(w.cptr);
     } else if (!pack_qfilter(p, w, transposed)) {
       pack_float_filter(p, w, transposed);
     }

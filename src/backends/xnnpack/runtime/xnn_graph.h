@@ -138,13 +138,14 @@ struct FullyConnectedParams {
   /// exactly when `weights` is empty on the fp32 float path.
   const float* weights_nk = nullptr;  ///< serialized [n, k] (XNNPACK's default layout, what hf2pte writes)
   const float* weights_kn = nullptr;  ///< serialized [k, n] (the transpose flag)
-  /// With WeightPlacement::kHugePages: the [n, k] copy weights_nk or
-  /// weights_nk_f16 points into (held here).
+  /// With WeightPlacement::kHugePages: the copy (same layout) one of the
+  /// in-place pointers points into (held here).
   rt::WeightBlock huge_copy;
-  /// fp16 filters ([n, k], converted to float inside the GEMV): read in place
-  /// when serialized [n, k], else transposed into `weights_f16` at init.
-  std::vector<uint16_t> weights_f16;
+  /// fp16 filters, converted to float inside the GEMV, read in place in
+  /// their serialized layout: [n, k], or [k, n] with the transpose flag
+  /// (hf2pte writes long-input filters so, docs/decisions.md "K-major filters").
   const uint16_t* weights_nk_f16 = nullptr;
+  const uint16_t* weights_kn_f16 = nullptr;
   std::vector<float> bias_f;     ///< [n] or empty, float path
   /// Quantized filters packed once for the qgemm kernels (null otherwise).
   std::shared_ptr<const kernels::QFilter> qfilter;

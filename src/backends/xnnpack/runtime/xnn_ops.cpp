@@ -519,7 +519,6 @@ Status Runner::exec(const XNode& n, const FullyConnectedParams& p) {
     } else {
       const float* in = static_cast<const float*>(x->data);
       const float* bias = p.bias_f.empty() ? nullptr : p.bias_f.data();
-      const uint16_t* w16 = p.weights_nk_f16 != nullptr ? p.weights_nk_f16 : p.weights_f16.empty() ? nullptr : p.weights_f16.data();
       if (p.qfilter != nullptr && p.dynamic) {
         // One quantization row = the trailing quant_dims dims (a multiple of k).
         const size_t nb = std::min(x->shape.size(), size_t(std::max(p.quant_dims, 1)));
@@ -528,8 +527,10 @@ Status Runner::exec(const XNode& n, const FullyConnectedParams& p) {
         kernels::qgemm_dynamic(rows, in, quant_row, *p.qfilter, bias, outp);
       } else if (p.qfilter != nullptr) {
         kernels::qgemm_weight_only(rows, in, *p.qfilter, bias, outp);
-      } else if (w16 != nullptr) {
-        kernels::gemm_f32_f16nt(rows, p.n, p.k, in, w16, outp, bias);
+      } else if (p.weights_nk_f16 != nullptr) {
+        kernels::gemm_f32_f16nt(rows, p.n, p.k, in, p.weights_nk_f16, outp, bias);
+      } else if (p.weights_kn_f16 != nullptr) {
+        kernels::gemm_f32_h16(ScalarType::kHalf, rows, p.n, p.k, in, p.weights_kn_f16, outp, bias);
       } else if (p.weights_kn != nullptr) {
         kernels::gemm_f32(rows, p.n, p.k, 1.0f, in, p.weights_kn, 0.0f, outp, bias);
       } else {

@@ -50,7 +50,7 @@ TEST(SimdKernels, GemvMatchesReference) {
 
 TEST(SimdKernels, GemvTransposedMatchesReference) {
   for (const auto* k : tables()) {
-    for (auto [K, N] : std::vector<std::array<int64_t, 2>>{{1, 3}, {64, 37}, {100, 5}}) {
+    for (auto [K, N] : std::vector<std::array<int64_t, 2>>{{1, 3}, {64, 37}, {100, 5}, {200, 7}, {1030, 3}}) {
       auto x = random(size_t(K), 4), w = random(size_t(K * N), 5);
       std::vector<float> y(static_cast<size_t>(N));
       k->gemv_t(x.data(), w.data(), y.data(), K, K, 0, N);
@@ -235,7 +235,7 @@ TEST(SimdKernels, FloatToBf16RowMatchesScalar) {
 
 TEST(SimdKernels, HalfRowsMatchReference) {
   for (const auto* k : tables()) {
-    for (auto [K, N] : std::vector<std::array<int64_t, 2>>{{1, 3}, {64, 37}, {100, 5}, {768, 9}}) {
+    for (auto [K, N] : std::vector<std::array<int64_t, 2>>{{1, 3}, {64, 37}, {100, 5}, {200, 6}, {768, 9}}) {
       auto x = random(size_t(K), 13), wf = random(size_t(K * N), 14);
       std::vector<uint16_t> w(wf.size());
       for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_half(wf[i]);

@@ -235,6 +235,62 @@ TEST(XnnPartition, HalfFiltersAreConvertedWhileStreaming) {
   EXPECT_EQ(fcs, 1);
 }
 
+// fp16 filters of fp32 nodes whose input is longer than 4096 floats are
+// written [in, out] with flag 1 (decode streams them as row chunks into
+// partial outputs, decisions.md "K-major filters"); 4096 and below stay
+// [out, in] with flag 0. The bytes are the half transpose of W either way.
+TEST(XnnPartition, LongInputHalfFiltersAreWrittenKMajor) {
+  for (int64_t in : {4096, 4100}) {
+    constexpr int64_t out = 3;
+    graph::Graph g;
+    auto x = g.add_input("x", {ScalarType::kFloat, {1, in}, {}});
+    std::vector<float> w(size_t(out * in));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(int64_t(i % 97) - 48) * 0.125f;
+    auto wb = std::make_shared<std::vector<uint8_t>>(bytes_of(w));
+    graph::ConstantRecipe r;
+    r.source = {"w", ScalarType::kFloat, {out, in}, *wb, wb};
+    r.transpose = true;
+    auto wt = g.add_constant("w.T", graph::make_constant(r));
+    auto y = g.add(OpId::MmOut, {x, wt}, "y");
+    ASSERT_TRUE(y.is_ok()) << y.status().message();
+    g.set_outputs({*y});
+    PartitionOptions options;
+    options.fc_filter_dtype = ScalarType::kHalf;
+    auto stats = partition_for_xnnpack(g, options);
+    ASSERT_TRUE(stats.is_ok()) << stats.status().message();
+    ASSERT_EQ(g.delegates().size(), 1u);
+    const auto& d = g.delegates()[0];
+    ASSERT_EQ(d.named.size(), 1u);
+    const bool k_major = in > 4096;
+    std::vector<uint8_t> half;
+    for (int64_t i = 0; i < out * in; ++i) {
+      // Element i of the written filter: [in, out] when k-major, else [out, in].
+      const float f = k_major ? w[size_t((i % out) * in + i / out)] : w[size_t(i)];
+      const uint16_t h = float_to_half(f);
+      half.push_back(uint8_t(h & 0xFF));
+      half.push_back(uint8_t(h >> 8));
+    }
+    // The key is the SHA-256 of the bytes the partitioner streamed (a second
+    // stream would read the heap source after release_pages dropped it: only
+    // file mappings come back).
+    EXPECT_EQ(d.named[0].key, sha256_hex(half.data(), half.size())) << "in " << in;
+    auto v = verify_payload(d.payload);
+    ASSERT_TRUE(v.is_ok()) << v.status().message();
+    int fcs = 0;
+    for (const auto* n : *v->graph->xnodes()) {
+      if (const auto* fc = n->xnode_union_as_XNNFullyConnected()) {
+        ++fcs;
+        EXPECT_EQ(fc->flags(), k_major ? 1u : 0u) << "in " << in;
+        const auto* f = v->graph->xvalues()->Get(fc->filter_id())->xvalue_union_as_XNNTensorValue();
+        const std::vector<uint32_t> want = k_major ? std::vector<uint32_t>{uint32_t(in), uint32_t(out)}
+                                                   : std::vector<uint32_t>{uint32_t(out), uint32_t(in)};
+        EXPECT_EQ(std::vector<uint32_t>(f->dims()->begin(), f->dims()->end()), want) << "in " << in;
+      }
+    }
+    EXPECT_EQ(fcs, 1);
+  }
+}
+
 TEST(XnnPartition, KeyTransposeFoldsIntoBatchMatMul) {
   // q . k^T as bmm(q, permute(k, [0, 2, 1])): one BatchMatMul with
   // XNN_FLAG_TRANSPOSE_B reading k, no transpose node. A permute that has

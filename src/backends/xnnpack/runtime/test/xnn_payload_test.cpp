@@ -326,6 +326,40 @@ TEST(XnnOps, FullyConnectedWithHalfFilters) {
   }
 }
 
+// A long-input fp16 filter serialized [k, n] with the transpose flag (what
+// hf2pte writes for k > 4096): read in place, one row (the split-K GEMV over
+// fixed row chunks) and three (widened column blocks, then sgemm), against a
+// double sum over the exactly widened weights; n = 70 leaves a column tail.
+TEST(XnnOps, FullyConnectedLongHalfFilterKMajor) {
+  constexpr int64_t K = 4100, N = 70;
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> wkn(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N));
+  for (auto& v : wkn) v = half_to_float(float_to_half(d(gen)));
+  for (auto& v : bias) v = half_to_float(float_to_half(d(gen)));
+  for (int64_t rows : {1, 3}) {
+    std::vector<float> in(size_t(rows * K));
+    for (auto& v : in) v = d(gen);
+    PayloadBuilder b;
+    uint32_t x = b.input({uint32_t(rows), uint32_t(K)});
+    uint32_t w = b.half_value({uint32_t(K), uint32_t(N)}, wkn);
+    uint32_t bi = b.half_value({uint32_t(N)}, bias);
+    uint32_t y = b.output({uint32_t(rows), uint32_t(N)});
+    b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), x, w, bi, y, 1).Union());
+    VectorBinder out;
+    auto st = run(b.finish(), {{{rows, K}, in}}, out);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    ASSERT_EQ(out.data[1].size(), size_t(rows * N));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t n = 0; n < N; ++n) {
+        double ref = bias[size_t(n)];
+        for (int64_t k = 0; k < K; ++k) ref += double(in[size_t(r * K + k)]) * wkn[size_t(k * N + n)];
+        ASSERT_NEAR(out.data[1][size_t(r * N + n)], ref, 1e-4) << "rows " << rows << ", r " << r << ", n " << n;
+      }
+    }
+  }
+}
+
 // An fp16 graph (as upstream writes fp16 models): every computing node reads
 // its fp16 operands as fp32 and rounds its result once to fp16, as XNNPACK's
 // fp16 operators do on CPUs without fp16 arithmetic; movement nodes copy fp16
