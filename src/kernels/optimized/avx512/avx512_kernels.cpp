@@ -87,6 +87,12 @@ inline __m512 load_row(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+/// a[j] += x[k + 16 j ..] * row[k + 16 j ..] for j < 4: 64 columns.
+template <typename T>
+inline void fma64(const float* x, const T* row, int64_t k, __m512 (&a)[4]) {
+  for (int j = 0; j < 4; ++j) a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16 * j), load_row(row + k + 16 * j), a[j]);
+}
+
 /// The row loop of gemv_t for fp32 or fp16 (half the bytes, same stream)
 /// rows. fp16 rows take eight accumulators, 128 columns a step: bench-1b's
 /// fp16 matrices with k = 2048 read 29.7-30.0 GB/s where four (64 a step)
@@ -96,35 +102,26 @@ template <typename T>
 void dot_rows(const float* x, const T* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
   for (int64_t n = n0; n < n1; ++n) {
     const T* row = w + n * ldw;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     int64_t k = 0;
     if (sizeof(T) == 2 && K >= 128) {
-      __m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+      __m512 b[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
       for (; k + 128 <= K; k += 128) {
         prefetch_page_ahead(row + k, 128 * sizeof(T));
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), load_row(row + k), a0);
-        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16), load_row(row + k + 16), a1);
-        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 32), load_row(row + k + 32), a2);
-        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 48), load_row(row + k + 48), a3);
-        b0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 64), load_row(row + k + 64), b0);
-        b1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 80), load_row(row + k + 80), b1);
-        b2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 96), load_row(row + k + 96), b2);
-        b3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 112), load_row(row + k + 112), b3);
+        fma64(x, row, k, a);
+        fma64(x, row, k + 64, b);
       }
-      a0 = _mm512_add_ps(a0, b0), a1 = _mm512_add_ps(a1, b1), a2 = _mm512_add_ps(a2, b2), a3 = _mm512_add_ps(a3, b3);
+      for (int j = 0; j < 4; ++j) a[j] = _mm512_add_ps(a[j], b[j]);
     }
     for (; k + 64 <= K; k += 64) {
       prefetch_page_ahead(row + k, 64 * sizeof(T));
-      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), load_row(row + k), a0);
-      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16), load_row(row + k + 16), a1);
-      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 32), load_row(row + k + 32), a2);
-      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 48), load_row(row + k + 48), a3);
+      fma64(x, row, k, a);
     }
     for (; k < K; k += 16) {
       const __mmask16 m = tail_mask(K - k);
-      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), load_row(row + k, m), a0);
+      a[0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + k), load_row(row + k, m), a[0]);
     }
-    y[n] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    y[n] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
   }
 }
 

@@ -86,6 +86,45 @@ std::vector<uint8_t> streamed(const graph::ConstantData& c) {
   return out;
 }
 
+/// The filters of a payload's FullyConnected nodes: flags, dims, datatype.
+struct FcFilter {
+  uint32_t flags;
+  std::vector<uint32_t> dims;
+  fbx::XNNDatatype datatype;
+};
+std::vector<FcFilter> fc_filters(const std::vector<uint8_t>& payload) {
+  std::vector<FcFilter> out;
+  auto v = verify_payload(payload);
+  EXPECT_TRUE(v.is_ok()) << v.status().message();
+  if (!v.is_ok()) return out;
+  for (const auto* n : *v->graph->xnodes()) {
+    if (const auto* fc = n->xnode_union_as_XNNFullyConnected()) {
+      const auto* f = v->graph->xvalues()->Get(fc->filter_id())->xvalue_union_as_XNNTensorValue();
+      out.push_back({fc->flags(), std::vector<uint32_t>(f->dims()->begin(), f->dims()->end()), f->datatype()});
+    }
+  }
+  return out;
+}
+
+/// x [rows, in] . W^T with W [out, in] streamed transposed from a float
+/// checkpoint tensor (what models/blocks.cpp builds for a linear), then a mean
+/// when `mean` (a non-claimed op that ends the run), partitioned with `options`.
+Result<PartitionStats> partition_streamed_mm(graph::Graph& g, const std::vector<float>& w, int64_t rows, int64_t out,
+                                             int64_t in, bool mean, const PartitionOptions& options = {}) {
+  auto x = g.add_input("x", {ScalarType::kFloat, {rows, in}, {}});
+  auto wb = std::make_shared<std::vector<uint8_t>>(bytes_of(w));
+  graph::ConstantRecipe r;
+  r.source = {"w", ScalarType::kFloat, {out, in}, *wb, wb};
+  r.transpose = true;
+  auto wt = g.add_constant("w.T", graph::make_constant(r));
+  HF2PTE_ASSIGN_OR_RETURN(auto y, g.add(OpId::MmOut, {x, wt}, "y"));
+  if (mean) {
+    HF2PTE_ASSIGN_OR_RETURN(y, g.add(OpId::MeanOut, {y, graph::IntList{1}, true}, "m"));
+  }
+  g.set_outputs({y});
+  return partition_for_xnnpack(g, options);
+}
+
 // y1 = x @ W (mm, [in, out] weight), y2 = x @ W again (same bytes), z = y1 + y2,
 // then a non-claimed op (mean) so the run ends: one delegate, one named weight.
 TEST(XnnPartition, LinearsBecomeFullyConnectedWithNamedWeights) {
@@ -153,62 +192,31 @@ TEST(XnnPartition, LinearsBecomeFullyConnectedWithNamedWeights) {
 // layout, what upstream writes), not as the [in, out] transpose with flag 1.
 TEST(XnnPartition, StreamedWeightsAreWrittenInTheCheckpointLayout) {
   graph::Graph g;
-  auto x = g.add_input("x", {ScalarType::kFloat, {2, 4}, {}});
   std::vector<float> w(12);  // [3 out, 4 in]
   for (size_t i = 0; i < w.size(); ++i) w[i] = float(i) + 0.25f;
-  auto wb = std::make_shared<std::vector<uint8_t>>(bytes_of(w));
-  graph::ConstantRecipe r;
-  r.source = {"w", ScalarType::kFloat, {3, 4}, *wb, wb};
-  r.transpose = true;
-  auto wt = g.add_constant("w.T", graph::make_constant(r));
-  ASSERT_EQ(g.type(wt).sizes.size(), 2u);
-  auto y = g.add(OpId::MmOut, {x, wt}, "y");
-  ASSERT_TRUE(y.is_ok()) << y.status().message();
-  auto m = g.add(OpId::MeanOut, {*y, graph::IntList{1}, true}, "m");
-  ASSERT_TRUE(m.is_ok()) << m.status().message();
-  g.set_outputs({*m});
-
-  auto stats = partition_for_xnnpack(g);
+  const std::vector<uint8_t> wb = bytes_of(w);
+  auto stats = partition_streamed_mm(g, w, 2, 3, 4, true);
   ASSERT_TRUE(stats.is_ok()) << stats.status().message();
   ASSERT_EQ(g.delegates().size(), 1u);
   const auto& d = g.delegates()[0];
   ASSERT_EQ(d.named.size(), 1u);
-  EXPECT_EQ(streamed(d.named[0].data), *wb);  // W's own bytes, row-major [out, in]
-  EXPECT_EQ(d.named[0].key, sha256_hex(wb->data(), wb->size()));
-  auto v = verify_payload(d.payload);
-  ASSERT_TRUE(v.is_ok()) << v.status().message();
-  int fcs = 0;
-  for (const auto* n : *v->graph->xnodes()) {
-    if (const auto* fc = n->xnode_union_as_XNNFullyConnected()) {
-      ++fcs;
-      EXPECT_EQ(fc->flags(), 0u);
-      const auto* f = v->graph->xvalues()->Get(fc->filter_id())->xvalue_union_as_XNNTensorValue();
-      EXPECT_EQ(std::vector<uint32_t>(f->dims()->begin(), f->dims()->end()), (std::vector<uint32_t>{3, 4}));
-    }
-  }
-  EXPECT_EQ(fcs, 1);
+  EXPECT_EQ(streamed(d.named[0].data), wb);  // W's own bytes, row-major [out, in]
+  EXPECT_EQ(d.named[0].key, sha256_hex(wb.data(), wb.size()));
+  const auto fcs = fc_filters(d.payload);
+  ASSERT_EQ(fcs.size(), 1u);
+  EXPECT_EQ(fcs[0].flags, 0u);
+  EXPECT_EQ(fcs[0].dims, (std::vector<uint32_t>{3, 4}));
 }
 
 // PartitionOptions::fc_filter_dtype = half: the same filter converted while
 // streaming, datatype fp16 in the payload, the SHA-256 key of the half bytes.
 TEST(XnnPartition, HalfFiltersAreConvertedWhileStreaming) {
   graph::Graph g;
-  auto x = g.add_input("x", {ScalarType::kFloat, {2, 4}, {}});
   std::vector<float> w(12);  // [3 out, 4 in]
   for (size_t i = 0; i < w.size(); ++i) w[i] = float(i) * 0.1f - 0.5f;
-  auto wb = std::make_shared<std::vector<uint8_t>>(bytes_of(w));
-  graph::ConstantRecipe r;
-  r.source = {"w", ScalarType::kFloat, {3, 4}, *wb, wb};
-  r.transpose = true;
-  auto wt = g.add_constant("w.T", graph::make_constant(r));
-  auto y = g.add(OpId::MmOut, {x, wt}, "y");
-  ASSERT_TRUE(y.is_ok()) << y.status().message();
-  auto m = g.add(OpId::MeanOut, {*y, graph::IntList{1}, true}, "m");
-  ASSERT_TRUE(m.is_ok()) << m.status().message();
-  g.set_outputs({*m});
   PartitionOptions options;
   options.fc_filter_dtype = ScalarType::kHalf;
-  auto stats = partition_for_xnnpack(g, options);
+  auto stats = partition_streamed_mm(g, w, 2, 3, 4, true, options);
   ASSERT_TRUE(stats.is_ok()) << stats.status().message();
   ASSERT_EQ(g.delegates().size(), 1u);
   const auto& d = g.delegates()[0];
@@ -221,18 +229,10 @@ TEST(XnnPartition, HalfFiltersAreConvertedWhileStreaming) {
   }
   EXPECT_EQ(streamed(d.named[0].data), half);
   EXPECT_EQ(d.named[0].key, sha256_hex(half.data(), half.size()));
-  auto v = verify_payload(d.payload);
-  ASSERT_TRUE(v.is_ok()) << v.status().message();
-  int fcs = 0;
-  for (const auto* n : *v->graph->xnodes()) {
-    if (const auto* fc = n->xnode_union_as_XNNFullyConnected()) {
-      ++fcs;
-      const auto* f = v->graph->xvalues()->Get(fc->filter_id())->xvalue_union_as_XNNTensorValue();
-      EXPECT_EQ(f->datatype(), fbx::XNNDatatype::fp16);
-      EXPECT_EQ(fc->flags(), 0u);
-    }
-  }
-  EXPECT_EQ(fcs, 1);
+  const auto fcs = fc_filters(d.payload);
+  ASSERT_EQ(fcs.size(), 1u);
+  EXPECT_EQ(fcs[0].datatype, fbx::XNNDatatype::fp16);
+  EXPECT_EQ(fcs[0].flags, 0u);
 }
 
 // fp16 filters of fp32 nodes whose input is longer than 4096 floats are
@@ -243,20 +243,11 @@ TEST(XnnPartition, LongInputHalfFiltersAreWrittenKMajor) {
   for (int64_t in : {4096, 4100}) {
     constexpr int64_t out = 3;
     graph::Graph g;
-    auto x = g.add_input("x", {ScalarType::kFloat, {1, in}, {}});
     std::vector<float> w(size_t(out * in));
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(int64_t(i % 97) - 48) * 0.125f;
-    auto wb = std::make_shared<std::vector<uint8_t>>(bytes_of(w));
-    graph::ConstantRecipe r;
-    r.source = {"w", ScalarType::kFloat, {out, in}, *wb, wb};
-    r.transpose = true;
-    auto wt = g.add_constant("w.T", graph::make_constant(r));
-    auto y = g.add(OpId::MmOut, {x, wt}, "y");
-    ASSERT_TRUE(y.is_ok()) << y.status().message();
-    g.set_outputs({*y});
     PartitionOptions options;
     options.fc_filter_dtype = ScalarType::kHalf;
-    auto stats = partition_for_xnnpack(g, options);
+    auto stats = partition_streamed_mm(g, w, 1, out, in, false, options);
     ASSERT_TRUE(stats.is_ok()) << stats.status().message();
     ASSERT_EQ(g.delegates().size(), 1u);
     const auto& d = g.delegates()[0];
@@ -274,20 +265,11 @@ TEST(XnnPartition, LongInputHalfFiltersAreWrittenKMajor) {
     // stream would read the heap source after release_pages dropped it: only
     // file mappings come back).
     EXPECT_EQ(d.named[0].key, sha256_hex(half.data(), half.size())) << "in " << in;
-    auto v = verify_payload(d.payload);
-    ASSERT_TRUE(v.is_ok()) << v.status().message();
-    int fcs = 0;
-    for (const auto* n : *v->graph->xnodes()) {
-      if (const auto* fc = n->xnode_union_as_XNNFullyConnected()) {
-        ++fcs;
-        EXPECT_EQ(fc->flags(), k_major ? 1u : 0u) << "in " << in;
-        const auto* f = v->graph->xvalues()->Get(fc->filter_id())->xvalue_union_as_XNNTensorValue();
-        const std::vector<uint32_t> want = k_major ? std::vector<uint32_t>{uint32_t(in), uint32_t(out)}
-                                                   : std::vector<uint32_t>{uint32_t(out), uint32_t(in)};
-        EXPECT_EQ(std::vector<uint32_t>(f->dims()->begin(), f->dims()->end()), want) << "in " << in;
-      }
-    }
-    EXPECT_EQ(fcs, 1);
+    const auto fcs = fc_filters(d.payload);
+    ASSERT_EQ(fcs.size(), 1u);
+    EXPECT_EQ(fcs[0].flags, k_major ? 1u : 0u) << "in " << in;
+    const std::vector<uint32_t> dims = {uint32_t(k_major ? in : out), uint32_t(k_major ? out : in)};
+    EXPECT_EQ(fcs[0].dims, dims) << "in " << in;
   }
 }
 
