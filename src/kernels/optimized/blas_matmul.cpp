@@ -139,7 +139,8 @@ SplitK split_k(int64_t K, int64_t N) {
 /// task read strided row pieces: 1.1-1.7x slower at the 'down' shapes.)
 void gemv_split_k(int64_t N, int64_t K, float alpha, const float* x, const float* W, float beta, float* y,
                   const float* bias) {
-  const auto [chunks, rows] = split_k(K, N);
+  const SplitK split = split_k(K, N);
+  const int64_t chunks = split.chunks, rows = split.rows;
   float* part = thread_scratch_floats(size_t(chunks * N));
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
@@ -333,7 +334,8 @@ void narrow_into(const std::vector<float>& src, rt::Tensor& out) {
 void gemm_f32_h16(ScalarType t, int64_t M, int64_t N, int64_t K, const float* A, const uint16_t* B, float* C,
                   const float* bias) {
   if (M == 1) {
-    const auto [chunks, rows] = split_k(K, N);
+    const SplitK split = split_k(K, N);
+    const int64_t chunks = split.chunks, rows = split.rows;
     const SimdKernels& k = simd();
     const auto gemv = t == ScalarType::kBFloat16 ? k.gemv_bf16 : k.gemv_f16;
     float* part = thread_scratch_floats(size_t(chunks * N));

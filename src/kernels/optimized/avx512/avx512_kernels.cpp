@@ -308,8 +308,6 @@ void select_row(const bool* c, const float* s, float o, float* y, int64_t n) {
   }
 }
 
-// sigmoid(x) through e = exp(-|x|) <= 1 (no overflow): 1 / (1 + e) for
-// x >= 0, e / (1 + e) below. NaN stays NaN.
 /// 16 bf16 or f16 values widened to floats.
 template <bool kBf16>
 inline __m512 load16_h16(const uint16_t* p) {
@@ -373,6 +371,8 @@ void bf16_to_float_row(const uint16_t* w, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = bf16_to_float(w[i]);
 }
 
+// sigmoid(x) through e = exp(-|x|) <= 1 (no overflow): 1 / (1 + e) for
+// x >= 0, e / (1 + e) below. NaN stays NaN.
 void sigmoid_row(const float* x, float* y, int64_t n) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
