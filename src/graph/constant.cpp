@@ -161,6 +161,9 @@ ConstantData make_constant(const ConstantRecipe& r) {
   const std::vector<int64_t> row_pick = r.rows, col_pick = r.cols;
   const bool neg_exp = r.map == ConstantRecipe::Map::kNegExp;
   c.write = [=](const ConstantData::Sink& sink) -> Status {
+    auto release = [&](const void* p, size_t n) {
+      if (src.file_mapped) MappedFile::release_pages(p, n);
+    };
     const uint8_t* base = src.bytes.data() + size_t(row_begin) * size_t(cols) * in_size;
     const size_t block_bytes = size_t(row_end - row_begin) * size_t(cols) * in_size;
     constexpr size_t kChunkBytes = 1 << 20;
@@ -180,7 +183,7 @@ ConstantData make_constant(const ConstantRecipe& r) {
         for (size_t off = 0; off < block_bytes; off += kCopyChunk) {
           size_t n = std::min(kCopyChunk, block_bytes - off);
           HF2PTE_RETURN_IF_ERROR(sink(base + off, n));
-          MappedFile::release_pages(base + off, n);
+          release(base + off, n);
         }
         return Status::ok();
       }
@@ -194,7 +197,7 @@ ConstantData make_constant(const ConstantRecipe& r) {
           for (size_t j = 0; j < n; ++j) store_element(&buf[j * out_size], dst, load(base + (i + j) * in_size));
         }
         HF2PTE_RETURN_IF_ERROR(sink(buf.data(), n * out_size));
-        MappedFile::release_pages(base + i * in_size, n * in_size);
+        release(base + i * in_size, n * in_size);
       }
       return Status::ok();
     }
@@ -212,7 +215,7 @@ ConstantData make_constant(const ConstantRecipe& r) {
         }
         HF2PTE_RETURN_IF_ERROR(sink(buf.data(), size_t(n) * size_t(ncols) * out_size));
       }
-      MappedFile::release_pages(base, block_bytes);
+      release(base, block_bytes);
       return Status::ok();
     }
     // Transpose in column blocks: each block reads a strip of every source row
@@ -240,7 +243,7 @@ ConstantData make_constant(const ConstantRecipe& r) {
     }
     // Every column block reads every row, so pages are released once at the end:
     // the peak is one source matrix, not the checkpoint.
-    MappedFile::release_pages(base, block_bytes);
+    release(base, block_bytes);
     return Status::ok();
   };
   return c;

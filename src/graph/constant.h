@@ -20,6 +20,10 @@ struct TensorSource {
   std::vector<int64_t> shape;
   std::span<const uint8_t> bytes;
   std::shared_ptr<const void> owner;
+  /// The bytes are a read-only file mapping: streaming gives each page back
+  /// once written (MappedFile::release_pages), and a later stream reads it
+  /// from the file again. False for bytes in memory, which that would zero.
+  bool file_mapped = false;
 };
 
 /// What to write, as a 2-D view of the source: the source is read as rows of

@@ -19,6 +19,7 @@ Result<graph::TensorSource> BlockBuilder::source(const TensorRef& t) {
   s.shape = t.shape;
   s.bytes = t.bytes;
   s.owner = t.storage;
+  s.file_mapped = t.storage != nullptr && t.storage->is_mapped();
   return s;
 }
 

@@ -135,6 +135,48 @@ TEST(ConstantRecipe, PicksRowsAndColumnsThenTransposes) {
 // checkpoints: IEEE round to nearest even, overflow to inf, subnormals, signed
 // zero and NaN, the same whether the recipe streams whole runs (the tight
 // convert loop) or picks rows (element by element).
+// A source in memory (not a file mapping) keeps its bytes when streamed: a
+// constant is written more than once (its SHA-256 key, then the file), and
+// giving pages back after the first stream would zero them. 5 pages of f32,
+// streamed twice each as a plain copy, converted to half, and transposed.
+TEST(ConstantRecipe, InMemorySourceStreamsTheSameBytesTwice) {
+  constexpr int64_t rows = 40, cols = 128;  // 20 KiB
+  auto bytes = std::make_shared<std::vector<float>>(size_t(rows * cols));
+  for (size_t i = 0; i < bytes->size(); ++i) (*bytes)[i] = float(i % 1000) - 500.0f;
+  ConstantRecipe r;
+  r.source = TensorSource{"w", ScalarType::kFloat, {rows, cols},
+                          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size() * 4),
+                          bytes};
+  auto stream = [](const ConstantData& c) {
+    std::vector<uint8_t> out;
+    EXPECT_TRUE(c.write([&](const void* p, size_t n) {
+                  out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+                  return Status::ok();
+                }).is_ok());
+    return out;
+  };
+  for (int form = 0; form < 3; ++form) {
+    ConstantRecipe t = r;
+    if (form >= 1) t.dtype = ScalarType::kHalf;
+    if (form == 2) t.transpose = true;
+    const ConstantData c = make_constant(t);
+    const std::vector<uint8_t> first = stream(c), second = stream(c);
+    ASSERT_EQ(first.size(), size_t(rows * cols) * (form == 0 ? 4 : 2)) << "form " << form;
+    EXPECT_EQ(first, second) << "form " << form;
+    // The last element written: (rows-1, cols-1), transposed or not, as the source holds it.
+    const float last = (*bytes)[bytes->size() - 1];
+    float got = 0;
+    if (form == 0) {
+      std::memcpy(&got, second.data() + second.size() - 4, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, second.data() + second.size() - 2, 2);
+      got = half_to_float(h);
+    }
+    EXPECT_EQ(got, last) << "form " << form;
+  }
+}
+
 TEST(ConstantRecipe, WritesHalfRoundedToNearestEven) {
   auto bits_of = [](float f) {
     uint32_t b;
