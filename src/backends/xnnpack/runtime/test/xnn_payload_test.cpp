@@ -17,6 +17,7 @@
 #include "backends/xnnpack/runtime/xnnpack_backend.h"
 #include "runtime/evalue.h"
 #include "runtime/tensor.h"
+#include "runtime/weight_store.h"
 
 namespace hf2pte::xnn {
 namespace {
@@ -327,9 +328,10 @@ TEST(XnnOps, FullyConnectedWithHalfFilters) {
 }
 
 // A long-input fp16 filter serialized [k, n] with the transpose flag (what
-// hf2pte writes for k > 4096): read in place, one row (the split-K GEMV over
-// fixed row chunks) and three (widened column blocks, then sgemm), against a
-// double sum over the exactly widened weights; n = 70 leaves a column tail.
+// hf2pte writes for k > 4096): read in place or from a huge-page copy (serve's
+// default), one row (the split-K GEMV over fixed row chunks) and three
+// (widened column blocks, then sgemm), against a double sum over the exactly
+// widened weights; n = 70 leaves a column tail.
 TEST(XnnOps, FullyConnectedLongHalfFilterKMajor) {
   constexpr int64_t K = 4100, N = 70;
   std::mt19937 gen(7);
@@ -337,9 +339,12 @@ TEST(XnnOps, FullyConnectedLongHalfFilterKMajor) {
   std::vector<float> wkn(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N));
   for (auto& v : wkn) v = half_to_float(float_to_half(d(gen)));
   for (auto& v : bias) v = half_to_float(float_to_half(d(gen)));
-  for (int64_t rows : {1, 3}) {
+  for (auto [rows, placement] : {std::pair{int64_t(1), rt::WeightPlacement::kInPlace},
+                                  std::pair{int64_t(3), rt::WeightPlacement::kInPlace},
+                                  std::pair{int64_t(1), rt::WeightPlacement::kHugePages}}) {
     std::vector<float> in(size_t(rows * K));
     for (auto& v : in) v = d(gen);
+    rt::set_weight_placement(placement);
     PayloadBuilder b;
     uint32_t x = b.input({uint32_t(rows), uint32_t(K)});
     uint32_t w = b.half_value({uint32_t(K), uint32_t(N)}, wkn);
@@ -348,6 +353,7 @@ TEST(XnnOps, FullyConnectedLongHalfFilterKMajor) {
     b.node(fb::XNodeUnion::XNNFullyConnected, fb::CreateFullyConnected(b.fbb(), x, w, bi, y, 1).Union());
     VectorBinder out;
     auto st = run(b.finish(), {{{rows, K}, in}}, out);
+    rt::set_weight_placement(rt::WeightPlacement::kInPlace);
     ASSERT_TRUE(st.is_ok()) << st.message();
     ASSERT_EQ(out.data[1].size(), size_t(rows * N));
     for (int64_t r = 0; r < rows; ++r) {
