@@ -99,8 +99,9 @@ constexpr uint32_t kFcTransposeFilter = 0x1;
 /// (bench-1b's down projection, k = 5632: 23-25 GB/s against 30-32 with x at
 /// 8 KiB, Zen 4), while [k, n] streams as row chunks into partial outputs of
 /// n floats (34 GB/s, same run). docs/decisions.md, "K-major filters".
-bool k_major_filter(const std::vector<int64_t>& kn) {
-  return kn.size() == 2 && kn[0] > 4096 && kn[1] <= 4096;
+bool k_major_filter(ScalarType filter_dtype, ScalarType node_dtype, const std::vector<int64_t>& kn) {
+  return filter_dtype == ScalarType::kHalf && node_dtype == ScalarType::kFloat && kn.size() == 2 && kn[0] > 4096 &&
+         kn[1] <= 4096;
 }
 
 /// XNN_FLAG_TRANSPOSE_B of xnn_define_batch_matrix_multiply (upstream passes the node's flags).
@@ -856,8 +857,7 @@ Result<graph::Delegate> lower_run(const Graph& g, const std::vector<Node>& nodes
     // Long-input fp16 filters of an fp32 node stay [k, n] with the flag.
     const bool filter_as_nk = p.kind == K::XNNFullyConnected && p.flags == kFcTransposeFilter &&
                               static_cast<bool>(g.constant(p.operands[1]).transposed) &&
-                              !(filter_fp16 && node_dtype == ScalarType::kFloat &&
-                                k_major_filter(g.constant(p.operands[1]).sizes));
+                              !k_major_filter(filter_dtype, node_dtype, g.constant(p.operands[1]).sizes);
     if (filter_as_nk) spec.flags = 0;
     if (p.filter_quant) {
       // Quantized FullyConnected: input (through a qdint8 Convert when the

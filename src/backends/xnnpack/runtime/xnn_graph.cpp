@@ -503,8 +503,8 @@ class Compiler {
   /// dequantizes instead.
   bool pack_qfilter(FullyConnectedParams& p, const XValue& w, bool transposed);
 
-  /// An [n, k] fp32/fp16 filter copied into huge-page memory (weight_store.h);
-  /// its pages in the mapped file are given back.
+  /// An fp32/fp16 filter copied, in its layout, into huge-page memory
+  /// (weight_store.h); its pages in the mapped file are given back.
   Status copy_to_huge_pages(FullyConnectedParams& p, const XValue& w, bool transposed) {
     const size_t bytes = size_t(packed_bytes(w));
     HF2PTE_ASSIGN_OR_RETURN(p.huge_copy, rt::allocate_weights(bytes));
