@@ -107,12 +107,94 @@ int64_t gemm_column_grain(int64_t M, int64_t K) {
   return std::max<int64_t>(64, (131072 / per_column + 15) / 16 * 16);
 }
 
-/// Per-thread scratch that only grows (no zero fill, no allocation per call).
+/// Per-thread scratch that only grows (no zero fill, no allocation per call);
+/// each slot is its own buffer, so a caller can hold one while the pool's
+/// tasks, the caller among them, use another.
+template <int kSlot = 0>
 float* thread_scratch_floats(size_t n) {
   thread_local std::unique_ptr<float[]> buf;
   thread_local size_t cap = 0;
   if (n > cap) buf = std::make_unique_for_overwrite<float[]>(n), cap = n;
   return buf.get();
+}
+
+// ---- Weight-tile GEMM (M > 1 with the weights read in place) ----
+// C[M,N] = A[M,K] W (+ bias), W given a panel of kWtileCols columns at a
+// time as floats. A is transposed once into tiles of kWtileRows rows
+// (at[t][k][m]); each task takes whole panels and runs every row tile against
+// each (SimdKernels::gemm_wtile). Every output is one accumulator summed in k
+// order, so neither the threads nor the tiling change a result. It replaces
+// the sgemm blocks for 16..256 rows, where oneDNN's packing of A per block
+// and its M blocking cost most: Zen 4, 2 threads, bench-1b's shapes, fp32
+// W [N,K]: 1.03-1.28x oneDNN at 128 rows, 1.1-2.4x at 16-64, level at 256,
+// behind at 512 (docs/performance.md, session 23).
+constexpr int64_t kWtileMinRows = 16;
+constexpr int64_t kWtileMaxRows = 256;
+
+bool wtile_rows(int64_t M) { return M >= kWtileMinRows && M <= kWtileMaxRows && simd().gemm_wtile != nullptr; }
+
+/// A panel's weights as the tile reads them (SimdKernels::gemm_wtile).
+struct WPanel {
+  const float* w;
+  int64_t stride;
+};
+
+/// `panel(p, nn, scratch)` gives panel p (its nn <= kWtileCols columns; all
+/// kWtileCols readable) using up to `scratch_floats` of the task's scratch.
+template <class PanelFn>
+void wtile_gemm(int64_t M, int64_t N, int64_t K, const float* A, float* C, const float* bias, bool k_major,
+                size_t scratch_floats, const PanelFn& panel) {
+  const SimdKernels& simd_k = simd();
+  const int64_t tiles = (M + kWtileRows - 1) / kWtileRows, panels = (N + kWtileCols - 1) / kWtileCols;
+  float* at = thread_scratch_floats<1>(size_t(tiles * K * kWtileRows));
+  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* dst = at + t * K * kWtileRows;
+      const int64_t m0 = t * kWtileRows, rows = std::min(kWtileRows, M - m0);
+      if (rows < kWtileRows) std::fill(dst, dst + K * kWtileRows, 0.0f);
+      for (int64_t m = 0; m < rows; ++m) {
+        const float* src = A + (m0 + m) * K;
+        for (int64_t k = 0; k < K; ++k) dst[k * kWtileRows + m] = src[k];
+      }
+    }
+  });
+  parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+    float* scratch = thread_scratch_floats(scratch_floats);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n0 = p * kWtileCols, nn = std::min(kWtileCols, N - n0);
+      const WPanel w = panel(p, nn, scratch);
+      for (int64_t t = 0; t < tiles; ++t) {
+        simd_k.gemm_wtile(at + t * K * kWtileRows, w.w, w.stride, k_major, K, bias != nullptr ? bias + n0 : nullptr,
+                          C + t * kWtileRows * N + n0, N, std::min(kWtileRows, M - t * kWtileRows), nn);
+      }
+    }
+  });
+}
+
+/// Panels of W [N, K] float (rows = columns of the product), read in place;
+/// a last panel of fewer rows is copied and padded with zeros.
+void wtile_gemm_nk(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias) {
+  wtile_gemm(M, N, K, A, C, bias, false, size_t(kWtileCols * K), [&](int64_t p, int64_t nn, float* s) {
+    const float* w = W + p * kWtileCols * K;
+    if (nn == kWtileCols) return WPanel{w, K};
+    std::copy(w, w + nn * K, s);
+    std::fill(s + nn * K, s + kWtileCols * K, 0.0f);
+    return WPanel{s, K};
+  });
+}
+
+/// Panels of W [K, N] float, read in place (k-major); a last panel of fewer
+/// columns is copied and padded with zeros.
+void wtile_gemm_kn(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias) {
+  wtile_gemm(M, N, K, A, C, bias, true, size_t(16 * K), [&](int64_t p, int64_t nn, float* s) {
+    const float* w = W + p * kWtileCols;
+    if (nn == kWtileCols) return WPanel{w, N};
+    for (int64_t k = 0; k < K; ++k) {
+      std::copy(w + k * N, w + k * N + nn, s + k * 16);
+      std::fill(s + k * 16 + nn, s + k * 16 + 16, 0.0f);
+    }
+    return WPanel{s, 16};
+  });
 }
 
 /// The fixed row chunks of a split-K GEMV over W [K, N]: at most 16 chunks of
@@ -169,6 +251,10 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, cons
     gemv_split_k(N, K, alpha, A, B, beta, C, bias);
     return;
   }
+  if (alpha == 1.0f && (beta == 0.0f || bias != nullptr) && wtile_rows(M)) {
+    wtile_gemm_kn(M, N, K, A, B, C, bias);
+    return;
+  }
   parallel_for(N, gemm_column_grain(M, K), [&](int64_t n0, int64_t n1) {
     float b = beta;
     if (bias != nullptr) {
@@ -188,6 +274,22 @@ void gemm_f32_f16nt(int64_t M, int64_t N, int64_t K, const float* A, const uint1
       if (bias != nullptr) {
         for (int64_t n = n0; n < n1; ++n) C[n] += bias[n];
       }
+    });
+    return;
+  }
+  if (wtile_rows(M)) {
+    // Each panel's rows widened with a padded stride: rows 4 KiB apart would
+    // share L1 sets.
+    const int64_t ld = K + 16;
+    wtile_gemm(M, N, K, A, C, bias, false, size_t(kWtileCols * ld), [&](int64_t p, int64_t nn, float* s) {
+      for (int64_t j = 0; j < kWtileCols; ++j) {
+        if (j < nn) {
+          simd_k.half_to_float_row(W + (p * kWtileCols + j) * K, s + j * ld, K);
+        } else {
+          std::fill(s + j * ld, s + j * ld + K, 0.0f);
+        }
+      }
+      return WPanel{s, ld};
     });
     return;
   }
@@ -224,6 +326,10 @@ void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W
         for (int64_t n = n0; n < n1; ++n) C[n] += bias[n];
       }
     });
+    return;
+  }
+  if (wtile_rows(M)) {
+    wtile_gemm_nk(M, N, K, A, W, C, bias);
     return;
   }
   parallel_for(N, gemm_column_grain(M, K), [&](int64_t n0, int64_t n1) {
@@ -351,6 +457,14 @@ void gemm_f32_h16(ScalarType t, int64_t M, int64_t N, int64_t K, const float* A,
         for (int64_t c = 1; c < chunks; ++c) s += part[c * N + n];
         C[n] = s + (bias != nullptr ? bias[n] : 0.0f);
       }
+    });
+    return;
+  }
+  if (wtile_rows(M)) {
+    const bool bf16 = t == ScalarType::kBFloat16;
+    wtile_gemm(M, N, K, A, C, bias, true, size_t(16 * K), [&](int64_t p, int64_t nn, float* s) {
+      simd().widen_strip16(B + p * kWtileCols, N, K, nn, bf16, s);
+      return WPanel{s, 16};
     });
     return;
   }
