@@ -3,6 +3,7 @@
 // leading 1s (broadcast over heads), a one-element other (-inf) of self's
 // dtype. Anything else is the portable kernel's. A select copies values, so
 // 16-bit tensors are selected as their bits.
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/optimized/optimized_ops.h"
@@ -16,6 +17,21 @@ namespace {
 
 void select_row16(const bool* c, const uint16_t* s, uint16_t o, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = c[i] ? s[i] : o;
+}
+
+/// fn(b, i0, i1) over [0, outer) x [0, inner) in runs of at most 64K
+/// elements, across the pool when there is more than one run (the scores of a
+/// prefill are heads x L x S: 3M elements at 512 tokens); small ones inline.
+template <class Fn>
+void for_each_run(int64_t outer, int64_t inner, const Fn& fn) {
+  constexpr int64_t kRun = int64_t(1) << 16;
+  const int64_t per_row = (inner + kRun - 1) / kRun, runs = outer * per_row;
+  parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / per_row, i0 = (r % per_row) * kRun;
+      fn(b, i0, std::min(inner, i0 + kRun));
+    }
+  });
 }
 
 }  // namespace
@@ -62,13 +78,15 @@ Status where_self_out(rt::KernelContext& ctx, std::span<rt::EValue*> args) {
     const float o = *other.data<float>();
     float* y = out.data<float>();
     const SimdKernels& simd_k = simd();
-    for (int64_t b = 0; b < outer; ++b) simd_k.select_row(c, s + b * inner, o, y + b * inner, inner);
+    for_each_run(outer, inner, [&](int64_t b, int64_t i0, int64_t i1) {
+      simd_k.select_row(c + i0, s + b * inner + i0, o, y + b * inner + i0, i1 - i0);
+    });
   } else {
     const uint16_t* s = self.data<uint16_t>();
     const uint16_t o = *other.data<uint16_t>();
     uint16_t* y = out.data<uint16_t>();
-    parallel_for(outer, outer * inner >= (int64_t(1) << 16) ? 1 : outer, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) select_row16(c, s + b * inner, o, y + b * inner, inner);
+    for_each_run(outer, inner, [&](int64_t b, int64_t i0, int64_t i1) {
+      select_row16(c + i0, s + b * inner + i0, o, y + b * inner + i0, i1 - i0);
     });
   }
   if (args[4] != args[3]) *args[4] = *args[3];
