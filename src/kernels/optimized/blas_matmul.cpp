@@ -118,7 +118,7 @@ float* thread_scratch_floats(size_t n) {
   return buf.get();
 }
 
-// ---- Weight-tile GEMM (M > 1 with the weights read in place) ----
+// ---- Weight-tile GEMM (M > 1, weights [N, K]) ----
 // C[M,N] = A[M,K] W (+ bias), W given a panel of kWtileCols columns at a
 // time as floats. A is transposed once into tiles of kWtileRows rows
 // (at[t][k][m]); each task takes whole panels and runs every row tile against
@@ -142,8 +142,8 @@ struct WPanel {
 /// `panel(p, nn, scratch)` gives panel p (its nn <= kWtileCols columns; all
 /// kWtileCols readable) using up to `scratch_floats` of the task's scratch.
 template <class PanelFn>
-void wtile_gemm(int64_t M, int64_t N, int64_t K, const float* A, float* C, const float* bias, bool k_major,
-                size_t scratch_floats, const PanelFn& panel) {
+void wtile_gemm(int64_t M, int64_t N, int64_t K, const float* A, float* C, const float* bias, size_t scratch_floats,
+                const PanelFn& panel) {
   const SimdKernels& simd_k = simd();
   const int64_t tiles = (M + kWtileRows - 1) / kWtileRows, panels = (N + kWtileCols - 1) / kWtileCols;
   float* at = thread_scratch_floats<1>(size_t(tiles * K * kWtileRows));
@@ -164,7 +164,7 @@ void wtile_gemm(int64_t M, int64_t N, int64_t K, const float* A, float* C, const
       const int64_t n0 = p * kWtileCols, nn = std::min(kWtileCols, N - n0);
       const WPanel w = panel(p, nn, scratch);
       for (int64_t t = 0; t < tiles; ++t) {
-        simd_k.gemm_wtile(at + t * K * kWtileRows, w.w, w.stride, k_major, K, bias != nullptr ? bias + n0 : nullptr,
+        simd_k.gemm_wtile(at + t * K * kWtileRows, w.w, w.stride, K, bias != nullptr ? bias + n0 : nullptr,
                           C + t * kWtileRows * N + n0, N, std::min(kWtileRows, M - t * kWtileRows), nn);
       }
     }
@@ -174,7 +174,7 @@ void wtile_gemm(int64_t M, int64_t N, int64_t K, const float* A, float* C, const
 /// Panels of W [N, K] float (rows = columns of the product), read in place;
 /// a last panel of fewer rows is copied and padded with zeros.
 void wtile_gemm_nk(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias) {
-  wtile_gemm(M, N, K, A, C, bias, false, size_t(kWtileCols * K), [&](int64_t p, int64_t nn, float* s) {
+  wtile_gemm(M, N, K, A, C, bias, size_t(kWtileCols * K), [&](int64_t p, int64_t nn, float* s) {
     const float* w = W + p * kWtileCols * K;
     if (nn == kWtileCols) return WPanel{w, K};
     std::copy(w, w + nn * K, s);
@@ -183,17 +183,73 @@ void wtile_gemm_nk(int64_t M, int64_t N, int64_t K, const float* A, const float*
   });
 }
 
-/// Panels of W [K, N] float, read in place (k-major); a last panel of fewer
-/// columns is copied and padded with zeros.
-void wtile_gemm_kn(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias) {
-  wtile_gemm(M, N, K, A, C, bias, true, size_t(16 * K), [&](int64_t p, int64_t nn, float* s) {
-    const float* w = W + p * kWtileCols;
-    if (nn == kWtileCols) return WPanel{w, N};
-    for (int64_t k = 0; k < K; ++k) {
-      std::copy(w + k * N, w + k * N + nn, s + k * 16);
-      std::fill(s + k * 16 + nn, s + k * 16 + 16, 0.0f);
+// ---- K-major GEMM (M > 1, weights [K, N]) ----
+// The same products for weights stored k-major: A packed once into tiles of
+// kKtileRows rows (a[t][k][i]); each task takes blocks of kKtileBlockCols
+// columns and, kKtileDepth rows of W at a time, widens the block into
+// panel-major scratch, then runs every row tile against each panel
+// (SimdKernels::gemm_ktile), chaining the K blocks through C (the same sums
+// as one pass). The widening reads whole row pieces of the block: W's rows are
+// N apart, and a strip one tile wide started a new 4 KiB page on every k,
+// which the hardware prefetchers do not follow (Zen 4, bench-1b's fp16 'down'
+// shape at 96 rows: 150-164 GFLOPS for 12-column strips read into the
+// weight-tile kernel, 171-180 this way; docs/performance.md, session 23).
+constexpr int64_t kKtileBlockCols = 4 * kKtileCols;
+constexpr int64_t kKtileDepth = 512;
+constexpr int64_t kKtilePanelFloats = kKtileDepth * kKtileCols;
+
+/// `widen(k0, kc, n0, nb, dst)` puts W[k0 + k, n0 + j] (k < kc, j < nb) into
+/// dst's panels (SimdKernels::widen_panels16's layout, panel stride
+/// kKtilePanelFloats), zeros to the last panel's end.
+template <class WidenFn>
+void ktile_gemm(int64_t M, int64_t N, int64_t K, const float* A, float* C, const float* bias, const WidenFn& widen) {
+  const SimdKernels& simd_k = simd();
+  const int64_t tiles = (M + kKtileRows - 1) / kKtileRows, blocks = (N + kKtileBlockCols - 1) / kKtileBlockCols;
+  float* a = thread_scratch_floats<1>(size_t(tiles * K * kKtileRows));
+  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* dst = a + t * K * kKtileRows;
+      const int64_t m0 = t * kKtileRows, rows = std::min(kKtileRows, M - m0);
+      if (rows < kKtileRows) std::fill(dst, dst + K * kKtileRows, 0.0f);
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* src = A + (m0 + i) * K;
+        for (int64_t k = 0; k < K; ++k) dst[k * kKtileRows + i] = src[k];
+      }
     }
-    return WPanel{s, 16};
+  });
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    float* w = thread_scratch_floats(size_t(kKtileBlockCols / kKtileCols * kKtilePanelFloats));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n0 = b * kKtileBlockCols, nb = std::min(kKtileBlockCols, N - n0);
+      // One pass even when K = 0: the first pass writes the bias (or zeros).
+      for (int64_t k0 = 0; k0 == 0 || k0 < K; k0 += kKtileDepth) {
+        const int64_t kc = std::min(kKtileDepth, K - k0);
+        widen(k0, kc, n0, nb, w);
+        for (int64_t p = 0; p * kKtileCols < nb; ++p) {
+          const int64_t j0 = n0 + p * kKtileCols, nr = std::min(kKtileCols, nb - p * kKtileCols);
+          for (int64_t t = 0; t < tiles; ++t) {
+            simd_k.gemm_ktile(a + (t * K + k0) * kKtileRows, w + p * kKtilePanelFloats, kc,
+                              bias != nullptr ? bias + j0 : nullptr, k0 == 0, C + t * kKtileRows * N + j0, N,
+                              std::min(kKtileRows, M - t * kKtileRows), nr);
+          }
+        }
+      }
+    }
+  });
+}
+
+/// ktile_gemm on float W [K, N]: the block copied into panels.
+void ktile_gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias) {
+  ktile_gemm(M, N, K, A, C, bias, [&](int64_t k0, int64_t kc, int64_t n0, int64_t nb, float* dst) {
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = W + (k0 + k) * N + n0;
+      for (int64_t j = 0; j < nb; j += kKtileCols) {
+        float* d = dst + (j / kKtileCols) * kKtilePanelFloats + k * kKtileCols;
+        const int64_t n = std::min(kKtileCols, nb - j);
+        std::copy(src + j, src + j + n, d);
+        std::fill(d + n, d + kKtileCols, 0.0f);
+      }
+    }
   });
 }
 
@@ -252,7 +308,7 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, cons
     return;
   }
   if (alpha == 1.0f && (beta == 0.0f || bias != nullptr) && wtile_rows(M)) {
-    wtile_gemm_kn(M, N, K, A, B, C, bias);
+    ktile_gemm_f32(M, N, K, A, B, C, bias);
     return;
   }
   parallel_for(N, gemm_column_grain(M, K), [&](int64_t n0, int64_t n1) {
@@ -281,7 +337,7 @@ void gemm_f32_f16nt(int64_t M, int64_t N, int64_t K, const float* A, const uint1
     // Each panel's rows widened with a padded stride: rows 4 KiB apart would
     // share L1 sets.
     const int64_t ld = K + 16;
-    wtile_gemm(M, N, K, A, C, bias, false, size_t(kWtileCols * ld), [&](int64_t p, int64_t nn, float* s) {
+    wtile_gemm(M, N, K, A, C, bias, size_t(kWtileCols * ld), [&](int64_t p, int64_t nn, float* s) {
       for (int64_t j = 0; j < kWtileCols; ++j) {
         if (j < nn) {
           simd_k.half_to_float_row(W + (p * kWtileCols + j) * K, s + j * ld, K);
@@ -462,9 +518,8 @@ void gemm_f32_h16(ScalarType t, int64_t M, int64_t N, int64_t K, const float* A,
   }
   if (wtile_rows(M)) {
     const bool bf16 = t == ScalarType::kBFloat16;
-    wtile_gemm(M, N, K, A, C, bias, true, size_t(16 * K), [&](int64_t p, int64_t nn, float* s) {
-      simd().widen_strip16(B + p * kWtileCols, N, K, nn, bf16, s);
-      return WPanel{s, 16};
+    ktile_gemm(M, N, K, A, C, bias, [&](int64_t k0, int64_t kc, int64_t n0, int64_t nb, float* dst) {
+      simd().widen_panels16(B + k0 * N + n0, N, kc, nb, bf16, dst, kKtilePanelFloats);
     });
     return;
   }

@@ -58,24 +58,37 @@ struct SimdKernels {
   void (*conv_tile)(int64_t mr, const float* const* rows, int64_t taps, int64_t klen, const float* panel,
                     int64_t width, const float* bias, const float* res, int64_t ld, int64_t nr, float lo, float hi,
                     float* y);
-  /// One tile of the weight-tile GEMM (gemm.h; blas_matmul.cpp, wtile_gemm):
-  /// kWtileCols weight columns j broadcast against kWtileRows rows m of A^T,
+  /// One tile of the weight-tile GEMM (blas_matmul.cpp, wtile_gemm), weights
+  /// [N, K]: kWtileCols weight rows broadcast against kWtileRows rows of A^T,
   /// one accumulator per output summed in k order (so the tiling and the
   /// threads do not change a result): for m < mn, j < nn (<= kWtileCols)
-  ///   c[m * ldc + j] = sum_k at[k * kWtileRows + m] * w(j, k) (+ bias[j])
-  /// where w(j, k) = w[j * stride + k], or w[k * stride + j] when `k_major`;
-  /// all kWtileCols columns of w are read. nullptr where the ISA has none.
-  void (*gemm_wtile)(const float* at, const float* w, int64_t stride, bool k_major, int64_t K, const float* bias,
-                     float* c, int64_t ldc, int64_t mn, int64_t nn);
-  /// dst[k * 16 + j] = float(src[k * ld + j]) for k < rows, j < cols (<= 16),
-  /// zeros for j >= cols; src bf16 or IEEE half (`bf16`). A weight-tile
-  /// panel of 16-bit [K, N] weights. nullptr with gemm_wtile.
-  void (*widen_strip16)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, bool bf16, float* dst);
+  ///   c[m * ldc + j] = sum_k at[k * kWtileRows + m] * w[j * stride + k] (+ bias[j])
+  /// All kWtileCols rows of w are read. nullptr where the ISA has none.
+  void (*gemm_wtile)(const float* at, const float* w, int64_t stride, int64_t K, const float* bias, float* c,
+                     int64_t ldc, int64_t mn, int64_t nn);
+  /// One tile of the k-major GEMM (blas_matmul.cpp, ktile_gemm), weights
+  /// [K, N]: kKtileRows rows of A (packed a[k * kKtileRows + i]) broadcast
+  /// against a panel of kKtileCols weight columns (panel[k * kKtileCols + j]):
+  /// for i < mr, j < nr
+  ///   c[i * ldc + j] = start + sum_{k < kc} a[..] * panel[..], summed in k order,
+  /// start = bias[j] (or 0 without a bias) when `first`, else c[i * ldc + j]:
+  /// K blocks chained through c sum exactly as one pass. nullptr with gemm_wtile.
+  void (*gemm_ktile)(const float* a, const float* panel, int64_t kc, const float* bias, bool first, float* c,
+                     int64_t ldc, int64_t mr, int64_t nr);
+  /// Panels for gemm_ktile from 16-bit [K, N] weights (bf16 or IEEE half):
+  /// dst[(j / kKtileCols) * panel_stride + k * kKtileCols + j % kKtileCols] =
+  /// float(src[k * ld + j]) for k < rows, j < cols, zeros to the last panel's
+  /// end. nullptr with gemm_wtile.
+  void (*widen_panels16)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, bool bf16, float* dst,
+                         int64_t panel_stride);
 };
 
 /// A weight tile's outputs: rows of A (two 16-float vectors) by weight columns.
 inline constexpr int64_t kWtileRows = 32;
 inline constexpr int64_t kWtileCols = 12;
+/// A k-major tile's outputs: rows of A by weight columns (two 16-float vectors).
+inline constexpr int64_t kKtileRows = 12;
+inline constexpr int64_t kKtileCols = 32;
 
 /// Output pixels and (at most) channels of one conv_tile. Layers with at most
 /// 16 or 32 output channels take panels that wide (conv_panel_width), so

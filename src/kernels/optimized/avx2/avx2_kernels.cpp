@@ -453,7 +453,7 @@ float sum_row(const float* x, int64_t n) {
 
 const SimdKernels kKernels{"avx2",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
                            axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, gemv_h16<true>, gemv_h16<false>, bf16_to_float_row,
-                           sum_row, float_to_half_row, float_to_bf16_row, nullptr, nullptr, nullptr};
+                           sum_row, float_to_half_row, float_to_bf16_row, nullptr, nullptr, nullptr, nullptr};
 }  // namespace avx2
 
 }  // namespace hf2pte::kernels

@@ -435,13 +435,16 @@ void conv_tile(int64_t mr, const float* const* rows, int64_t taps, int64_t klen,
                const float* bias, const float* res, int64_t ld, int64_t nr, float lo, float hi, float* y);
 
 // wtile_gemm_avx512.cpp
-void gemm_wtile(const float* at, const float* w, int64_t stride, bool k_major, int64_t K, const float* bias, float* c,
-                int64_t ldc, int64_t mn, int64_t nn);
-void widen_strip16(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, bool bf16, float* dst);
+void gemm_wtile(const float* at, const float* w, int64_t stride, int64_t K, const float* bias, float* c, int64_t ldc,
+                int64_t mn, int64_t nn);
+void gemm_ktile(const float* a, const float* panel, int64_t kc, const float* bias, bool first, float* c, int64_t ldc,
+                int64_t mr, int64_t nr);
+void widen_panels16(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, bool bf16, float* dst,
+                    int64_t panel_stride);
 
 const SimdKernels kKernels{"avx512",  gemv,       gemv_t,     softmax_row,       dot_rows_narrow,
                            axpy_rows_narrow, select_row, gemv_t_f16, half_to_float_row, sigmoid_row, gelu_row, gemv_h16<true>, gemv_h16<false>, bf16_to_float_row,
-                           sum_row, float_to_half_row, float_to_bf16_row, conv_tile, gemm_wtile, widen_strip16};
+                           sum_row, float_to_half_row, float_to_bf16_row, conv_tile, gemm_wtile, gemm_ktile, widen_panels16};
 }  // namespace avx512
 
 }  // namespace hf2pte::kernels

@@ -1,6 +1,6 @@
 // The FullyConnected-shaped GEMMs of gemm.h at the row counts that run the
-// weight-tile kernel (16..256 rows, where the CPU has it) and just outside
-// them (sgemm blocks): every weight layout and type (float [N,K] and [K,N],
+// tile kernels (16..256 rows, where the CPU has them) and just outside them
+// (sgemm blocks): every weight layout and type (float [N,K] and [K,N],
 // fp16 [N,K], fp16 / bf16 [K,N]) against a double reference, with and without
 // a bias, over an output full of NaN; N and M not multiples of the tile (12
 // columns, 32 rows). Each result is also computed on 1 and 3 threads and
@@ -24,8 +24,10 @@ namespace {
 struct Shape {
   int64_t M, N, K;
 };
-// 16 and 256 are the weight-tile kernel's bounds; 15 and 257 go to sgemm.
-const Shape kShapes[] = {{16, 12, 1}, {45, 29, 67}, {15, 40, 33}, {256, 13, 130}, {257, 25, 20}, {33, 256 + 5, 300}};
+// 16 and 256 are the tile kernels' bounds; 15 and 257 go to sgemm. K = 1100
+// chains three K blocks of the k-major kernel, N = 150 two column blocks.
+const Shape kShapes[] = {{16, 12, 1},   {45, 29, 67},       {15, 40, 33},    {256, 13, 130},
+                         {257, 25, 20}, {33, 256 + 5, 300}, {40, 150, 1100}, {20, 7, 0}};
 
 /// The weights' layout and type; `w(n, k)` is the value the product uses.
 enum class Form { kF32Nk, kF32Kn, kF16Nk, kF16Kn, kBf16Kn };
