@@ -20,13 +20,14 @@ void select_row16(const bool* c, const uint16_t* s, uint16_t o, uint16_t* y, int
 }
 
 /// fn(b, i0, i1) over [0, outer) x [0, inner) in runs of at most 64K
-/// elements, across the pool when there is more than one run (the scores of a
-/// prefill are heads x L x S: 3M elements at 512 tokens); small ones inline.
+/// elements, across the pool from 128K elements on (the scores of a prefill
+/// are heads x L x S: 3M elements at 512 tokens); a decode step's few
+/// thousand stay on the calling thread.
 template <class Fn>
 void for_each_run(int64_t outer, int64_t inner, const Fn& fn) {
   constexpr int64_t kRun = int64_t(1) << 16;
   const int64_t per_row = (inner + kRun - 1) / kRun, runs = outer * per_row;
-  parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
+  parallel_for(runs, outer * inner >= 2 * kRun ? 1 : runs, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / per_row, i0 = (r % per_row) * kRun;
       fn(b, i0, std::min(inner, i0 + kRun));
