@@ -12,9 +12,11 @@ namespace hf2pte::kernels {
 /// C[M,N] = alpha * A[M,K] B[K,N] + beta * C (+ bias[N] per row when given,
 /// then beta is ignored), row-major contiguous. One thread pool does all the
 /// threading: M = 1 runs the SIMD GEMV over fixed row chunks and sums their
-/// partials in order (the result does not depend on the thread count); M > 1
-/// splits the columns across the pool and runs one single-threaded sgemm
-/// block each (gemm_engine()), so no library's own threads compete with the pool.
+/// partials in order (the result does not depend on the thread count);
+/// 16 <= M <= 256 with alpha 1 and (beta 0 or a bias), on AVX-512, runs our
+/// k-major tile kernel (blas_matmul.cpp, ktile_gemm); other M > 1 splits the
+/// columns across the pool and runs one single-threaded sgemm block each
+/// (gemm_engine()), so no library's own threads compete with the pool.
 void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B, float beta, float* C,
               const float* bias = nullptr);
 
@@ -23,7 +25,8 @@ const char* gemm_engine();
 
 /// C[M,N] = A[M,K] W^T (+ bias[N] per row) with W stored [N,K] row-major
 /// (XNNPACK's filter layout, read in place): M = 1 is a SIMD dot-product GEMV
-/// over row blocks, larger M a single-threaded sgemm per column block.
+/// over row blocks, 16 <= M <= 256 on AVX-512 our weight-tile kernel
+/// (blas_matmul.cpp, wtile_gemm), other M a single-threaded sgemm per column block.
 void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W, float* C, const float* bias);
 
 /// Which library a small single-threaded block goes to. Blocks below 4M
@@ -43,15 +46,17 @@ void gemm_f32_nt_1t(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda
                     const float* bias, GemmBlocks blocks = GemmBlocks::kBySize);
 
 /// gemm_f32_nt with W in fp16 (IEEE half, [N, K]): decode converts each row
-/// inside the dot product (half the bytes streamed); M > 1 converts each
-/// column block to float once, then sgemm.
+/// inside the dot product (half the bytes streamed); 16 <= M <= 256 on
+/// AVX-512 widens each 12-row panel for the weight-tile kernel; other M > 1
+/// converts each column block to float once, then sgemm.
 void gemm_f32_f16nt(int64_t M, int64_t N, int64_t K, const float* A, const uint16_t* W, float* C, const float* bias);
 
 /// C[M,N] = A[M,K] B[K,N] (+ bias[N] per row) with B 16-bit (`t`: kBFloat16 or
 /// kHalf) [K,N] row-major, A, bias and C float32. M = 1: B's rows in fixed
 /// chunks (as gemm_f32's GEMV: thread-count independent), each streamed by
-/// the SIMD 16-bit GEMV into its own partial, summed in chunk order; M > 1:
-/// column blocks of B widened once, then one sgemm each.
+/// the SIMD 16-bit GEMV into its own partial, summed in chunk order;
+/// 16 <= M <= 256 on AVX-512: the k-major tile kernel on panels widened 512
+/// rows at a time; other M > 1: column blocks of B widened once, then one sgemm each.
 void gemm_f32_h16(ScalarType t, int64_t M, int64_t N, int64_t K, const float* A, const uint16_t* B, float* C,
                   const float* bias);
 
