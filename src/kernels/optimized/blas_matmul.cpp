@@ -141,6 +141,27 @@ constexpr int64_t kWtileMaxRows = 256;
 
 bool wtile_rows(int64_t M) { return M >= kWtileMinRows && M <= kWtileMaxRows && simd().gemm_wtile != nullptr; }
 
+/// A [M, K] in tiles of `rows` rows, each transposed to [K][rows] (t[k * rows
+/// + i] = A[m0 + i, k]), the last tile padded with zero rows: the layout both
+/// tile kernels read A in. Held in the calling thread's second scratch slot
+/// (the pool's tasks use the first), across the pool.
+const float* transposed_row_tiles(const float* A, int64_t M, int64_t K, int64_t rows) {
+  const int64_t tiles = (M + rows - 1) / rows;
+  float* out = thread_scratch_floats<1>(size_t(tiles * K * rows));
+  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* dst = out + t * K * rows;
+      const int64_t m0 = t * rows, filled = std::min(rows, M - m0);
+      if (filled < rows) std::fill(dst, dst + K * rows, 0.0f);
+      for (int64_t i = 0; i < filled; ++i) {
+        const float* src = A + (m0 + i) * K;
+        for (int64_t k = 0; k < K; ++k) dst[k * rows + i] = src[k];
+      }
+    }
+  });
+  return out;
+}
+
 /// A panel's weights as the tile reads them (SimdKernels::gemm_wtile).
 struct WPanel {
   const float* w;
@@ -154,18 +175,7 @@ void wtile_gemm(int64_t M, int64_t N, int64_t K, const float* A, float* C, const
                 const PanelFn& panel) {
   const SimdKernels& simd_k = simd();
   const int64_t tiles = (M + kWtileRows - 1) / kWtileRows, panels = (N + kWtileCols - 1) / kWtileCols;
-  float* at = thread_scratch_floats<1>(size_t(tiles * K * kWtileRows));
-  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      float* dst = at + t * K * kWtileRows;
-      const int64_t m0 = t * kWtileRows, rows = std::min(kWtileRows, M - m0);
-      if (rows < kWtileRows) std::fill(dst, dst + K * kWtileRows, 0.0f);
-      for (int64_t m = 0; m < rows; ++m) {
-        const float* src = A + (m0 + m) * K;
-        for (int64_t k = 0; k < K; ++k) dst[k * kWtileRows + m] = src[k];
-      }
-    }
-  });
+  const float* at = transposed_row_tiles(A, M, K, kWtileRows);
   parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
     float* scratch = thread_scratch_floats(scratch_floats);
     for (int64_t p = p0; p < p1; ++p) {
@@ -227,18 +237,7 @@ void ktile_gemm(int64_t M, int64_t N, int64_t K, const float* A, const void* W, 
                 const float* bias, const WidenFn& widen) {
   const SimdKernels& simd_k = simd();
   const int64_t tiles = (M + kKtileRows - 1) / kKtileRows, blocks = (N + kKtileBlockCols - 1) / kKtileBlockCols;
-  float* a = thread_scratch_floats<1>(size_t(tiles * K * kKtileRows));
-  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      float* dst = a + t * K * kKtileRows;
-      const int64_t m0 = t * kKtileRows, rows = std::min(kKtileRows, M - m0);
-      if (rows < kKtileRows) std::fill(dst, dst + K * kKtileRows, 0.0f);
-      for (int64_t i = 0; i < rows; ++i) {
-        const float* src = A + (m0 + i) * K;
-        for (int64_t k = 0; k < K; ++k) dst[k * kKtileRows + i] = src[k];
-      }
-    }
-  });
+  const float* a = transposed_row_tiles(A, M, K, kKtileRows);
   // Each task runs its blocks K block by K block, so the pages of one K block
   // of rows are all visited before the next (a 4 KiB-page TLB does not hold
   // a whole k-major matrix's rows), and asks for the next item's rows
