@@ -148,7 +148,7 @@ bool wtile_rows(int64_t M) { return M >= kWtileMinRows && M <= kWtileMaxRows && 
 const float* transposed_row_tiles(const float* A, int64_t M, int64_t K, int64_t rows) {
   const int64_t tiles = (M + rows - 1) / rows;
   float* out = thread_scratch_floats<1>(size_t(tiles * K * rows));
-  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+  parallel_for(tiles, tiles * K * rows < 65536 ? tiles : 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* dst = out + t * K * rows;
       const int64_t m0 = t * rows, filled = std::min(rows, M - m0);
@@ -176,7 +176,10 @@ void wtile_gemm(int64_t M, int64_t N, int64_t K, const float* A, float* C, const
   const SimdKernels& simd_k = simd();
   const int64_t tiles = (M + kWtileRows - 1) / kWtileRows, panels = (N + kWtileCols - 1) / kWtileCols;
   const float* at = transposed_row_tiles(A, M, K, kWtileRows);
-  parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+  // Tasks of ~128K multiply-adds or more, as the sgemm blocks (a tiny model's
+  // prefill runs inline).
+  const int64_t grain = (gemm_column_grain(M, K) + kWtileCols - 1) / kWtileCols;
+  parallel_for(panels, grain, [&](int64_t p0, int64_t p1) {
     float* scratch = thread_scratch_floats(scratch_floats);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n0 = p * kWtileCols, nn = std::min(kWtileCols, N - n0);
@@ -242,7 +245,8 @@ void ktile_gemm(int64_t M, int64_t N, int64_t K, const float* A, const void* W, 
   // of rows are all visited before the next (a 4 KiB-page TLB does not hold
   // a whole k-major matrix's rows), and asks for the next item's rows
   // while this one computes.
-  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+  const int64_t grain = (gemm_column_grain(M, K) + kKtileBlockCols - 1) / kKtileBlockCols;
+  parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
     float* w = thread_scratch_floats(size_t(kKtileBlockCols / kKtileCols * kKtilePanelFloats));
     const char* src = static_cast<const char*>(W);
     auto block_cols = [&](int64_t b) { return std::min(kKtileBlockCols, N - b * kKtileBlockCols); };
