@@ -126,20 +126,16 @@ float* thread_scratch_floats(size_t n) {
   return buf.get();
 }
 
-// ---- Weight-tile GEMM (M > 1, weights [N, K]) ----
-// C[M,N] = A[M,K] W (+ bias), W given a panel of kWtileCols columns at a
-// time as floats. A is transposed once into tiles of kWtileRows rows
-// (at[t][k][m]); each task takes whole panels and runs every row tile against
-// each (SimdKernels::gemm_wtile). Every output is one accumulator summed in k
-// order, so neither the threads nor the tiling change a result. It replaces
-// the sgemm blocks for 16..256 rows, where oneDNN's packing of A per block
-// and its M blocking cost most: Zen 4, 2 threads, bench-1b's shapes, fp32
-// W [N,K]: 1.03-1.28x oneDNN at 128 rows, 1.1-2.4x at 16-64, level at 256,
-// behind at 512 (docs/performance.md, session 23).
-constexpr int64_t kWtileMinRows = 16;
-constexpr int64_t kWtileMaxRows = 256;
+// ---- Our own tile GEMMs (16..256 rows of A, the weights read in place) ----
+// They replace the sgemm blocks for 16..256 rows, where oneDNN's packing of A
+// per block and its M blocking cost most: Zen 4, 2 threads, bench-1b's
+// shapes, fp32 W [N,K]: 1.03-1.28x oneDNN at 128 rows, 1.1-2.4x at 16-64,
+// level at 256, behind at 512 (docs/performance.md, session 23). Both tile
+// kernels come with the same SIMD table (AVX-512 only).
+constexpr int64_t kTileMinRows = 16;
+constexpr int64_t kTileMaxRows = 256;
 
-bool wtile_rows(int64_t M) { return M >= kWtileMinRows && M <= kWtileMaxRows && simd().gemm_wtile != nullptr; }
+bool tile_rows(int64_t M) { return M >= kTileMinRows && M <= kTileMaxRows && simd().gemm_wtile != nullptr; }
 
 /// A [M, K] in tiles of `rows` rows, each transposed to [K][rows] (t[k * rows
 /// + i] = A[m0 + i, k]), the last tile padded with zero rows: the layout both
@@ -161,6 +157,13 @@ const float* transposed_row_tiles(const float* A, int64_t M, int64_t K, int64_t 
   });
   return out;
 }
+
+// ---- Weight-tile GEMM (weights [N, K]) ----
+// C[M,N] = A[M,K] W (+ bias), W given a panel of kWtileCols columns at a
+// time as floats. A is transposed once into tiles of kWtileRows rows
+// (at[t][k][m]); each task takes whole panels and runs every row tile against
+// each (SimdKernels::gemm_wtile). Every output is one accumulator summed in k
+// order, so neither the threads nor the tiling change a result.
 
 /// A panel's weights as the tile reads them (SimdKernels::gemm_wtile).
 struct WPanel {
@@ -204,7 +207,7 @@ void wtile_gemm_nk(int64_t M, int64_t N, int64_t K, const float* A, const float*
   });
 }
 
-// ---- K-major GEMM (M > 1, weights [K, N]) ----
+// ---- K-major GEMM (weights [K, N]) ----
 // The same products for weights stored k-major: A packed once into tiles of
 // kKtileRows rows (a[t][k][i]); each task takes blocks of kKtileBlockCols
 // columns and, kKtileDepth rows of W at a time, widens the block into
@@ -341,7 +344,7 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, cons
     gemv_split_k(N, K, alpha, A, B, beta, C, bias);
     return;
   }
-  if (alpha == 1.0f && (beta == 0.0f || bias != nullptr) && wtile_rows(M)) {
+  if (alpha == 1.0f && (beta == 0.0f || bias != nullptr) && tile_rows(M)) {
     ktile_gemm_f32(M, N, K, A, B, C, bias);
     return;
   }
@@ -367,7 +370,7 @@ void gemm_f32_f16nt(int64_t M, int64_t N, int64_t K, const float* A, const uint1
     });
     return;
   }
-  if (wtile_rows(M)) {
+  if (tile_rows(M)) {
     // Each panel's rows widened with a padded stride: rows 4 KiB apart would
     // share L1 sets.
     const int64_t ld = K + 16;
@@ -418,7 +421,7 @@ void gemm_f32_nt(int64_t M, int64_t N, int64_t K, const float* A, const float* W
     });
     return;
   }
-  if (wtile_rows(M)) {
+  if (tile_rows(M)) {
     wtile_gemm_nk(M, N, K, A, W, C, bias);
     return;
   }
@@ -550,7 +553,7 @@ void gemm_f32_h16(ScalarType t, int64_t M, int64_t N, int64_t K, const float* A,
     });
     return;
   }
-  if (wtile_rows(M)) {
+  if (tile_rows(M)) {
     const bool bf16 = t == ScalarType::kBFloat16;
     ktile_gemm(M, N, K, A, B, 2, C, bias, [&](int64_t k0, int64_t kc, int64_t n0, int64_t nb, float* dst) {
       simd().widen_panels16(B + k0 * N + n0, N, kc, nb, bf16, dst, kKtilePanelFloats);
