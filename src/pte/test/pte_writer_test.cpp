@@ -234,6 +234,35 @@ TEST(PteWriter, OutputIsReproducibleAndMatchesFile) {
   EXPECT_EQ((*file)->program().execution_plan()->Get(0)->name()->str(), "forward");
 }
 
+// The file sink buffers small writes and passes large ones (mmapped weights)
+// through without a copy: blobs below, at and across its 1 MiB buffer and
+// 2 MiB pages, at unaligned offsets, must come out byte for byte.
+TEST(PteWriter, LargeBlobsAcrossChunkBoundariesMatchFile) {
+  constexpr size_t kMiB = size_t(1) << 20;
+  PteContents contents;
+  contents.program.execution_plan.push_back(add_plan());
+  uint8_t seed = 1;
+  for (size_t size : {size_t(100), 2 * kMiB, 3 * kMiB + 5, size_t(17), 5 * kMiB + 4097, 2 * kMiB - 1}) {
+    std::vector<uint8_t> data(size);
+    for (size_t i = 0; i < size; ++i) data[i] = uint8_t(i * 131 + seed);
+    contents.constants.push_back(bytes_blob(std::move(data)));
+    ++seed;
+  }
+  PteContents copy;
+  copy.program.execution_plan.push_back(add_plan());
+  copy.constants = contents.constants;
+  auto expected = serialize_pte(std::move(copy));
+  ASSERT_TRUE(expected.is_ok()) << expected.status().message();
+  ASSERT_GT(expected->size(), 12 * kMiB);
+
+  TempDir dir("chunks");
+  const fs::path out = dir.path() / "big.pte";
+  auto summary = write_pte(out.string(), std::move(contents), {});
+  ASSERT_TRUE(summary.is_ok()) << summary.status().message();
+  EXPECT_EQ(summary->file_size, expected->size());
+  EXPECT_TRUE(read_file(out) == *expected);
+}
+
 TEST(PteWriter, FailedBlobLeavesNoFileAndKeepsExistingDestination) {
   TempDir dir("atomic");
   const fs::path out = dir.path() / "model.pte";
