@@ -87,25 +87,39 @@ inline __m512 load_row(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-/// a[j] += x[k + 16 j ..] * row[k + 16 j ..] for j < 4: 64 columns. The j
-/// loops of the row loop are unrolled by pragma: at -O2 GCC 12 kept them as
-/// loops, and with them the accumulators in memory, so that every FMA waited
-/// on a store-to-load forward. bench-1b's k = 2048 fp16 matrices (Zen 4, same
-/// runs): from L2, 24-26 -> 42 GB/s a core (fp32 rows 37 -> 65); from DRAM, 1
-/// thread 22.5-23.3 -> 23.8-24.8, 2 threads 28.5-32.3 -> 32.7-36.1
-/// (docs/performance.md, "Decode row loops"). The sums are unchanged.
-template <typename T>
+/// a[j] += x[k + 16 j ..] * row[k + 16 j ..] for j < 4: 64 columns.
+/// kUnrolled keeps the four accumulators in registers (pragma). Without it,
+/// GCC 12 at -O2 keeps the j loop and the accumulators in memory, every FMA
+/// behind a store-to-load forward. Measured on Zen 4 (docs/performance.md,
+/// "Decode row loops"), same runs:
+/// - from L2 the unrolled loop is far faster: fp16 rows 24-26 -> 42 GB/s a
+///   core, fp32 rows 37 -> 65; stories260K decode 0.090 -> 0.076 ms/token;
+/// - fp16 rows from DRAM: faster too (bench-1b's k = 2048 matrices, 1 thread
+///   22.5-23.3 -> 23.8-24.8 GB/s, 2 threads 28.5-32.3 -> 32.7-36.1);
+/// - fp32 rows from DRAM: slower (bench-110m's matrices, 1 thread 25-28 ->
+///   16-18 GB/s; bench-110m fp32 decode 55-61 -> 53-60 tok/s). Loads in
+///   order, an extra store or an lfence a step did not recover it; the cause
+///   is not known, so large fp32 row sets keep the memory-accumulator loop.
+/// Either way the FMAs and their order are the same: the sums do not change.
+template <bool kUnrolled, typename T>
 inline void fma64(const float* x, const T* row, int64_t k, __m512 (&a)[4]) {
+  if constexpr (kUnrolled) {
 #pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16 * j), load_row(row + k + 16 * j), a[j]);
+    for (int j = 0; j < 4; ++j) a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16 * j), load_row(row + k + 16 * j), a[j]);
+  } else {
+    for (int j = 0; j < 4; ++j) a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + k + 16 * j), load_row(row + k + 16 * j), a[j]);
+  }
 }
+
+/// fp32 row sets up to this size (a call's rows) take the unrolled loop.
+constexpr int64_t kUnrolledFp32RowBytes = int64_t(256) << 10;
 
 /// The row loop of gemv_t for fp32 or fp16 (half the bytes, same stream)
 /// rows. fp16 rows take eight accumulators, 128 columns a step: bench-1b's
 /// fp16 matrices with k = 2048 read 29.7-30.0 GB/s where four (64 a step)
 /// read 23.8-25.8 (Zen 4, 2 threads, same runs); fp32 rows gained nothing
 /// (24.6-29.4 either way) and keep four.
-template <typename T>
+template <bool kUnrolled, typename T>
 void dot_rows(const float* x, const T* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
   for (int64_t n = n0; n < n1; ++n) {
     const T* row = w + n * ldw;
@@ -115,15 +129,15 @@ void dot_rows(const float* x, const T* w, float* y, int64_t K, int64_t ldw, int6
       __m512 b[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
       for (; k + 128 <= K; k += 128) {
         prefetch_page_ahead(row + k, 128 * sizeof(T));
-        fma64(x, row, k, a);
-        fma64(x, row, k + 64, b);
+        fma64<kUnrolled>(x, row, k, a);
+        fma64<kUnrolled>(x, row, k + 64, b);
       }
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) a[j] = _mm512_add_ps(a[j], b[j]);
     }
     for (; k + 64 <= K; k += 64) {
       prefetch_page_ahead(row + k, 64 * sizeof(T));
-      fma64(x, row, k, a);
+      fma64<kUnrolled>(x, row, k, a);
     }
     for (; k < K; k += 16) {
       const __mmask16 m = tail_mask(K - k);
@@ -134,12 +148,16 @@ void dot_rows(const float* x, const T* w, float* y, int64_t K, int64_t ldw, int6
 }
 
 void gemv_t(const float* x, const float* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
-  dot_rows(x, w, y, K, ldw, n0, n1);
+  if ((n1 - n0) * K * int64_t(sizeof(float)) <= kUnrolledFp32RowBytes) {
+    dot_rows<true>(x, w, y, K, ldw, n0, n1);
+  } else {
+    dot_rows<false>(x, w, y, K, ldw, n0, n1);
+  }
 }
 
 // gemv_t on fp16 rows: the same single sequential stream per row.
 void gemv_t_f16(const float* x, const uint16_t* w, float* y, int64_t K, int64_t ldw, int64_t n0, int64_t n1) {
-  dot_rows(x, w, y, K, ldw, n0, n1);
+  dot_rows<true>(x, w, y, K, ldw, n0, n1);
 }
 
 void half_to_float_row(const uint16_t* w, float* y, int64_t n) {
