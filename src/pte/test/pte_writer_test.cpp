@@ -237,7 +237,7 @@ TEST(PteWriter, OutputIsReproducibleAndMatchesFile) {
 // The file sink buffers small writes and passes large ones (mmapped weights)
 // through without a copy: blobs below, at and across its 1 MiB buffer and
 // 2 MiB pages, at unaligned offsets, must come out byte for byte.
-TEST(PteWriter, LargeBlobsAcrossChunkBoundariesMatchFile) {
+TEST(PteWriter, LargeBlobsAcrossBufferBoundariesMatchFile) {
   constexpr size_t kMiB = size_t(1) << 20;
   PteContents contents;
   contents.program.execution_plan.push_back(add_plan());
